@@ -1,0 +1,33 @@
+# Build and test entry points. `make test` is what CI runs (.ci/run): it installs what it needs.
+PYTHON  := .venv/bin/python
+TCNATIVE := app/target/tcnative/lib/libtcnative-1.so
+JAR     := app/target/camel-tuning-lab-service.jar
+
+.PHONY: test deps test-mock test-app test-integration bench-mock clean
+
+test: deps test-mock test-app test-integration
+
+deps:
+	tools/install-deps
+
+# The Tomcat Native library the service's Tomcat requires, built from that Tomcat's own source.
+$(TCNATIVE): app/pom.xml app/native/build-tcnative
+	app/native/build-tcnative
+
+test-mock: deps
+	$(PYTHON) -m pytest mock-service/tests
+
+# Unit and Spring integration tests (APR loaded for real), then the jar.
+test-app: deps $(TCNATIVE)
+	./mvnw -B -ntp -f app/pom.xml package
+
+# The jar as a process, behind a real HTTPD, with the real mock backend.
+test-integration: deps $(TCNATIVE)
+	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
+	$(PYTHON) -m pytest tests
+
+bench-mock: deps
+	$(PYTHON) mock-service/bench.py
+
+clean:
+	rm -rf app/target .venv

@@ -1,0 +1,12 @@
+"""Where things are, in the repository and on the host."""
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".venv"
+ANSIBLE_DIR = REPO / "ansible"
+PLAYBOOK = ANSIBLE_DIR / "site.yml"
+INVENTORIES = ANSIBLE_DIR / "inventories"
+JAR = REPO / "app" / "target" / "camel-tuning-lab-service.jar"
+# The local backend's machines live outside the repository: their processes run as an
+# unprivileged user that may not be able to enter a checkout under /root.
+LOCAL_ROOT = Path("/var/lib/camel-tuning-lab")

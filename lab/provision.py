@@ -1,0 +1,66 @@
+"""Builds what the machines run and applies the Ansible playbook."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.paths import ANSIBLE_DIR, JAR, PLAYBOOK, REPO, VENV
+from lab.progress import StepFailed, info
+
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+
+
+def install_dependencies() -> None:
+    """Packages and the project venv (tools/install-deps; quiet when nothing is missing)."""
+    result = subprocess.run([str(REPO / "tools" / "install-deps")])
+    if result.returncode != 0:
+        raise StepFailed("tools/install-deps failed (see its message above)")
+
+
+def build_service() -> None:
+    """The service jar, rebuilt when a source is newer than it."""
+    sources = [p for p in (REPO / "app" / "src").rglob("*") if p.is_file()] + [REPO / "app" / "pom.xml"]
+    if JAR.is_file() and max(p.stat().st_mtime for p in sources) <= JAR.stat().st_mtime:
+        info(f"{JAR.relative_to(REPO)} is up to date")
+        return
+    result = subprocess.run([str(REPO / "mvnw"), "-B", "-q", "-ntp", "-f", "app/pom.xml", "package", "-DskipTests"],
+                            cwd=REPO)
+    if result.returncode != 0:
+        raise StepFailed("building the service failed (./mvnw -f app/pom.xml package, output above)")
+
+
+@dataclass
+class PlaybookResult:
+    returncode: int
+    changed: dict[str, int]
+    failed: dict[str, int]
+    log: Path
+
+
+def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None) -> PlaybookResult:
+    """Runs site.yml; prints each task as it starts, keeps the full output in a log file."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"ansible-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    command = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK)]
+    if limit:
+        command += ["--limit", limit]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
+           "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '')}"}
+    changed: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    with log.open("w") as sink, subprocess.Popen(command, cwd=ANSIBLE_DIR, env=env, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.STDOUT, text=True) as process:
+        for line in process.stdout:
+            sink.write(line)
+            if line.startswith("TASK ["):
+                info(line.strip(" *\n"))
+            elif line.startswith(("fatal:", "failed:", "ERROR!", "[ERROR]")):
+                info(line.rstrip())
+            elif match := RECAP.match(line):
+                changed[match[1]] = int(match[3])
+                failed[match[1]] = int(match[4]) + int(match[5])
+    return PlaybookResult(process.returncode, changed, failed, log)

@@ -1,0 +1,83 @@
+"""What each machine really runs, observed from the live processes, not read from configuration."""
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+SERVICE_PATH = "/svc/camel/mock"
+REQUESTS_SERVED = re.compile(r'^tomcat_global_request_seconds_count\{name="([^"]+)",\} ([0-9.E+]+)$', re.M)
+
+
+def _fetch_inside(backend, name: str, url: str) -> str | None:
+    """GET a loopback URL from inside the machine (management and server-status are loopback-only)."""
+    result = backend.run_in(name, ["curl", "-sf", "-m", "10", url])
+    return result.stdout if result.returncode == 0 else None
+
+
+def _requests_per_connector(backend, name: str) -> dict[str, float]:
+    metrics = _fetch_inside(backend, name, "http://127.0.0.1:8081/actuator/prometheus") or ""
+    return {connector: float(count) for connector, count in REQUESTS_SERVED.findall(metrics)}
+
+
+# Straight to the machine: a proxy from the environment must not answer for it.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get(url: str) -> int | None:
+    try:
+        with _DIRECT.open(url, timeout=15) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+
+
+def observe(backend, name: str) -> dict:
+    """One machine: its URL, process states, and the configuration its processes show."""
+    address = backend.address(name)
+    url = f"http://{address}{SERVICE_PATH}"
+    machine = {"url": url, "address": address, "processes": {}, "observed": {}}
+    if not backend.exists(name):
+        machine["state"] = "absent"
+        return machine
+    machine["processes"] = backend.processes(name)
+
+    observed = machine["observed"]
+    server_status = _fetch_inside(backend, name, "http://127.0.0.1/server-status?auto") or ""
+    mpm = re.search(r"^ServerMPM: (\w+)", server_status, re.M)
+    observed["httpd_mpm"] = mpm[1] if mpm else None
+
+    # Which Tomcat connector served a request sent through HTTPD tells how HTTPD proxies.
+    before = _requests_per_connector(backend, name)
+    machine["http_status"] = _get(url)
+    after = _requests_per_connector(backend, name)
+    served = [connector for connector, count in after.items() if count > before.get(connector, 0)]
+    observed["proxy_protocol"] = ("ajp" if served[0].startswith("ajp-") else "http") if served else None
+
+    info = json.loads(_fetch_inside(backend, name, "http://127.0.0.1:8081/actuator/info") or "{}")
+    connectors = info.get("tomcat", {}).get("connectors", [])
+    ajp = [c["protocol"] for c in connectors if ".ajp." in c.get("protocol", "")]
+    observed["tomcat_ajp_protocol"] = ajp[0].rsplit(".", 1)[1] if ajp else None
+    observed["tomcat_native"] = info.get("tomcat", {}).get("nativeLibrary")
+    jvm = info.get("jvm", {})
+    observed["gc"] = jvm.get("gc")
+    observed["heap_max_bytes"] = jvm.get("heapMaxBytes")
+    observed["jvm_memory_limit_bytes"] = jvm.get("memoryLimitBytes")
+    observed["async_logging"] = info.get("logging", {}).get("async")
+    machine["state"] = "up" if machine["http_status"] == 200 else "degraded"
+    return machine
+
+
+def describe(report: dict) -> str:
+    """The human-readable form of the status report."""
+    lines = [f"backend: {report['backend']}  ({report['note']})"]
+    for name, machine in report["machines"].items():
+        lines.append(f"\n{name}: {machine['state']}  {machine['url']}  (HTTP {machine.get('http_status')})")
+        for process, state in machine["processes"].items():
+            lines.append(f"  {process:<14} {state}")
+        for key, value in machine["observed"].items():
+            lines.append(f"  {key:<24} {value}")
+    return "\n".join(lines)

@@ -1,0 +1,269 @@
+"""./start.sh on the embedded local backend, end to end: both machines built by the real playbook,
+reached through their HTTPD, observed, provisioned again with nothing to change, then removed."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from conftest import REPO, http_get
+
+sys.path.insert(0, str(REPO))
+from lab import provision  # noqa: E402
+from lab.backend import LOCAL_LAB_USER, LocalBackend  # noqa: E402
+from lab.backends import local  # noqa: E402
+from lab.paths import LOCAL_ROOT  # noqa: E402
+
+MiB = 1024 * 1024
+
+
+def start(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / "start.sh"), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def lab_up() -> Iterator[subprocess.CompletedProcess]:
+    backend = LocalBackend()
+    running = [m.netns for m in backend.machines.values() if local.status(m)["netns"]]
+    assert not running, f"a lab is already running ({running}): ./start.sh down first"
+    try:
+        yield start("up")
+    finally:
+        start("down", timeout=300)
+
+
+@pytest.fixture(scope="module")
+def status(lab_up) -> dict:
+    assert lab_up.returncode == 0, lab_up.stdout + lab_up.stderr
+    result = start("status", "--json", timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_up_reports_each_step_with_its_time(lab_up):
+    assert lab_up.returncode == 0, lab_up.stdout + lab_up.stderr
+    for title in ("Installing what the lab needs", "Building the service", "Creating the machines",
+                  "Provisioning both machines with Ansible", "Checking each machine answers through HTTPD"):
+        assert f"==> {title}" in lab_up.stderr
+    assert lab_up.stderr.count("    done in ") == 5
+    assert "http://10.213.1.2/svc/camel/mock" in lab_up.stderr and "http://10.213.2.2/svc/camel/mock" in lab_up.stderr
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_each_machine_answers_through_its_httpd(status, machine):
+    code, body = http_get(status["machines"][machine]["url"])
+    assert code == 200, body
+    reply = json.loads(body)
+    assert reply["node"] == machine
+    assert reply["backendStatus"] == 200 and reply["data"]
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_every_process_runs(status, machine):
+    assert status["machines"][machine]["processes"] == {"camel-app": "RUNNING", "httpd": "RUNNING",
+                                                        "mock-service": "RUNNING", "pmcd": "RUNNING",
+                                                        "pmlogger": "STOPPED"}
+
+
+PCP_ENV = {**os.environ, "PCP_PYTHON_PROG": "/usr/bin/python3"}
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_each_machines_pmcd_serves_its_httpd_and_service_metrics(status, machine):
+    host = f"{status['machines'][machine]['address']}:44321"
+    def fetch() -> subprocess.CompletedProcess:
+        return subprocess.run(["pminfo", "-h", host, "-f", "apache.total_accesses",
+                               "openmetrics.app.tomcat_threads_busy_threads", "kernel.all.load"],
+                              capture_output=True, text=True, env=PCP_ENV, timeout=60)
+    # The openmetrics agent names its metrics after its first scrape of the service: wait for it.
+    deadline = time.monotonic() + 90
+    while (result := fetch()).returncode != 0 and time.monotonic() < deadline:
+        time.sleep(3)
+    assert result.returncode == 0, result.stderr
+    accesses = re.search(r"apache.total_accesses\s+value (\d+)", result.stdout)
+    assert accesses and int(accesses[1]) > 0, result.stdout
+    connector = "ajp-apr-127.0.0.1-8009" if machine == "tuned" else "http-nio-8080"
+    assert f"name:{connector}\"] value" in result.stdout, result.stdout
+
+
+def test_pmlogger_records_an_archive_pcp_tools_can_read(status):
+    machine = LocalBackend().machines["tuned"]
+    archives = machine.root / "pcp" / "archives"
+    assert local.supervisorctl(machine, "start", "pmlogger").returncode == 0
+    for _ in range(10):
+        http_get(status["machines"]["tuned"]["url"])
+    time.sleep(4)
+    assert local.supervisorctl(machine, "stop", "pmlogger").returncode == 0
+    exported = subprocess.run(["pmrep", "-a", str(archives / "current"), "-t", "1s", "-o", "csv",
+                               "kernel.all.load", "apache.total_accesses"],
+                              capture_output=True, text=True, env=PCP_ENV, timeout=60)
+    assert exported.returncode == 0, exported.stderr
+    rows = [line.split(",") for line in exported.stdout.splitlines()[1:]]
+    assert len(rows) >= 3 and any(row[-1] not in ("", "0") for row in rows), exported.stdout
+
+
+def test_the_default_machine_runs_the_software_as_installed(status):
+    observed = status["machines"]["default"]["observed"]
+    assert observed["httpd_mpm"] == "prefork"
+    assert observed["proxy_protocol"] == "http"
+    assert observed["tomcat_ajp_protocol"] is None
+    assert observed["tomcat_native"] is None
+    assert observed["gc"] == "Serial"  # JVM ergonomics on 512 MiB and 2 CPUs
+    assert observed["async_logging"] is False
+
+
+def test_the_tuned_machine_runs_the_write_ups_knobs(status):
+    observed = status["machines"]["tuned"]["observed"]
+    assert observed["httpd_mpm"] == "worker"
+    assert observed["proxy_protocol"] == "ajp"
+    assert observed["tomcat_ajp_protocol"] == "AjpAprProtocol"
+    assert observed["tomcat_native"] is not None
+    assert observed["gc"] == "G1"
+    assert observed["heap_max_bytes"] == 192 * MiB
+    assert observed["async_logging"] is True
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_the_machine_is_limited_to_512_mib(status, machine):
+    assert status["machines"][machine]["observed"]["jvm_memory_limit_bytes"] == 512 * MiB
+    cgroup = local.status(LocalBackend().machines[machine])["cgroup"]
+    assert cgroup["memory_limit_bytes"] == 512 * MiB
+    assert cgroup["cpu_quota"] == 2.0
+
+
+def test_a_second_run_of_the_playbook_changes_nothing(status, tmp_path):
+    result = provision.run_playbook(LocalBackend.inventory, tmp_path)
+    assert result.returncode == 0, result.log.read_text()[-3000:]
+    assert result.changed == {"default": 0, "tuned": 0}, result.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def quick_run(status) -> tuple[subprocess.CompletedProcess, Path]:
+    result = start("run", "--quick", timeout=900)
+    return result, (REPO / "runs" / "latest").resolve()
+
+
+def test_a_quick_run_loads_both_machines_and_shows_progress(quick_run):
+    result, run_dir = quick_run
+    assert result.returncode == 0, result.stderr[-4000:]
+    for machine in ("default", "tuned"):
+        assert re.search(rf"^{machine}\s+\d\d:\d\d\s+[\d.]+ req/s\s+errors \d+", result.stderr, re.M), machine
+    assert re.search(r"^\[#+\.*\]\s+\d+%", result.stderr, re.M)
+    assert f"Report: {run_dir}/report/index.html" in result.stderr
+
+
+def test_a_quick_run_measures_both_machines_from_raw_data(quick_run):
+    _, run_dir = quick_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["schedule"] == "parallel" and run["backend"] == "local" and run["interrupted"] is False
+    for machine in ("default", "tuned"):
+        load = summary["machines"][machine]["load"]
+        rows = (run_dir / "jmeter" / machine / "results.csv").read_text().count("\n") - 1
+        assert 0 < load["samples"] <= rows
+        assert load["throughput_rps"] > 0
+        assert summary["machines"][machine]["gc"]["pause_count"] > 0
+        assert (run_dir / "jmeter" / machine / "dashboard" / "index.html").is_file()
+    for machine, collector in (("default", "Serial"), ("tuned", "G1")):
+        assert summary["machines"][machine]["observed"]["gc"] == collector  # seen on the live JVM
+        assert summary["machines"][machine]["gc"]["collector"] == collector  # read from its GC log
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_a_quick_run_collects_each_machines_evidence(quick_run, machine):
+    _, run_dir = quick_run
+    evidence = run_dir / "machines" / machine
+    exported = subprocess.run(["pmrep", "-a", str(evidence / "pcp" / machine), "-t", "5s", "-o", "csv",
+                               "apache.total_accesses", "openmetrics.app.camel_exchanges_total"],
+                              capture_output=True, text=True, env=PCP_ENV, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) > 10  # the 90 s run, every 5 s
+    assert (evidence / "gc").glob("gc.log*") and any(p.stat().st_size for p in (evidence / "gc").glob("gc.log*"))
+    assert "Started Application" in (evidence / "logs" / "app.log").read_text()
+    events = json.loads((evidence / "events.json").read_text())
+    assert events["missing"] == [] and events["oom_kills"] is not None
+
+
+def test_the_report_renders_in_chromium_with_every_section(quick_run):
+    _, run_dir = quick_run
+    from lab import report
+    html = run_dir / "report" / "index.html"
+    text = html.read_text()
+    assert not re.search(r"""(src|href)=["']https?://""", text), "the report must be self-contained"
+    for section in ("what-happened", "comparison", "knobs", "observed", "charts", "links"):
+        assert f'<section id="{section}">' in text, section
+    assert text.count("data:image/") >= 6
+    shot = report.screenshot(html, run_dir / "report" / "screenshot.png")
+    assert shot.console_errors == [], shot.console_errors
+    assert shot.png.stat().st_size > 50_000
+
+
+def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_run):
+    """The write-up's default machine died under load; the lab must show when and why."""
+    previous = (REPO / "runs" / "latest").resolve()
+    run = subprocess.Popen([str(REPO / "start.sh"), "run", "--quick", "--duration", "60"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while (REPO / "runs" / "latest").resolve() == previous or not list(
+                (REPO / "runs" / "latest" / "jmeter").glob("default/results.csv")):
+            assert time.monotonic() < deadline and run.poll() is None, "the run did not start"
+            time.sleep(1)
+        time.sleep(25)
+        subprocess.run(["pkill", "-KILL", "-f", f"{LOCAL_ROOT}/machines/default/app/camel-tuning-lab-service.jar"],
+                       check=True)
+        _, stderr = run.communicate(timeout=600)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr[-3000:]
+    run_dir = (REPO / "runs" / "latest").resolve()
+    events = json.loads((run_dir / "machines" / "default" / "events.json").read_text())
+    assert [e["process"] for e in events["process_exits"]] == ["camel-app"]
+    assert "SIGKILL" in events["process_exits"][0]["reason"]
+    assert "default: camel-app exited during the run (terminated by SIGKILL" in stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert any("default: camel-app exited at" in sentence for sentence in summary["what_happened"])
+    assert summary["machines"]["tuned"]["load"]["samples"] > 0
+    assert json.loads((run_dir / "machines" / "tuned" / "events.json").read_text())["process_exits"] == []
+
+
+def test_a_port_in_use_is_reported_with_its_cause(status, tmp_path):
+    machine = LocalBackend().machines["tuned"]
+    assert local.supervisorctl(machine, "stop", "httpd").returncode == 0
+    squatter = local.run_in(machine, ["sh", "-c", "setsid python3 -m http.server 80 >/dev/null 2>&1 & echo $!"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        time.sleep(1)
+        result = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned")
+        log = result.log.read_text()
+        assert result.returncode != 0
+        assert "httpd did not start" in log
+        assert "Address already in use" in log
+    finally:
+        subprocess.run(["kill", squatter])
+    recovered = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned")
+    assert recovered.returncode == 0, recovered.log.read_text()[-3000:]
+    assert http_get(status["machines"]["tuned"]["url"])[0] == 200
+
+
+def test_down_leaves_nothing(status):
+    result = start("down", timeout=300)
+    assert result.returncode == 0, result.stderr
+
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert "ctlab-" not in netns
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert "ctlab-" not in links
+    leftover_cgroups = [p for p in Path("/sys/fs/cgroup").glob("*/ctlab")] + [p for p in Path("/sys/fs/cgroup").glob("ctlab")]
+    assert not leftover_cgroups
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert str(LOCAL_ROOT) not in processes
+    assert not LOCAL_ROOT.exists()
+    assert subprocess.run(["id", LOCAL_LAB_USER], capture_output=True).returncode != 0

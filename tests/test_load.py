@@ -1,0 +1,268 @@
+"""lab/load.py with the real JMeter (assembled by jmeter/pom.xml) against real mock backends on loopback.
+
+Short loads (a few users, seconds), each bounded by the plan's own duration; the whole file runs in
+about two minutes once JMeter is assembled (the first prepare() downloads it: ~1.5 min).
+"""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, Process, free_port, http_get, spawn
+
+sys.path.insert(0, str(REPO))
+from lab import load  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def assembled_jmeter() -> None:
+    load.prepare()
+
+
+def start_mock(processes: list[Process], folder: Path) -> int:
+    port = free_port()
+    process = spawn(processes, f"mock-{port}",
+                    [sys.executable, "-m", "mock_service", "--port", str(port), "--latency", "fixed:5"],
+                    folder, cwd=REPO / "mock-service")
+
+    def healthy() -> bool:
+        try:
+            return http_get(f"http://127.0.0.1:{port}/health", timeout=2)[0] == 200
+        except OSError:
+            return False
+    process.wait_until(healthy, 30, "healthy mock")
+    return port
+
+
+def read_results(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="") as stream:
+        reader = csv.DictReader(stream)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def time_wait_connections(port: int) -> int | None:
+    """TCP connections to/from this port now in TIME_WAIT (each closed connection leaves one for 60 s)."""
+    try:
+        listing = subprocess.run(["ss", "-Htan", "state", "time-wait"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return sum(1 for line in listing.stdout.splitlines() if f":{port} " in line + " ")
+
+
+def jmeter_processes(marker: Path) -> list[int]:
+    """JMeter JVMs whose command line names the test's folder (so other runs on the host don't count)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "ApacheJMeter" in command and str(marker) in command:
+                found.append(int(entry.name))
+    return found
+
+
+# ------------------------------------------------------------------------------------------ no JMeter
+
+def test_profiles_follow_the_write_up_and_quick_is_short() -> None:
+    full = load.LoadProfile()
+    assert (full.users, full.ramp_s, full.duration_s, full.think_ms) == (150, 150, 1200, 0)
+    assert (full.connect_timeout_ms, full.response_timeout_ms, full.keep_alive) == (30000, 60000, True)
+    assert load.QUICK.duration_s <= 100 and load.QUICK.users < full.users
+    with pytest.raises(ValueError):
+        load.LoadProfile(users=0)
+
+
+def test_targets_are_checked() -> None:
+    parsed = load._parse_targets({"tuned": "http://127.0.0.1:8080", "default": "http://10.213.1.2"},
+                                 "/svc/camel/mock", allow_any_host=False)
+    assert [(t.machine, t.host, t.port, t.path) for t in parsed] == [
+        ("default", "10.213.1.2", 80, "/svc/camel/mock"), ("tuned", "127.0.0.1", 8080, "/svc/camel/mock")]
+    assert load._parse_targets({"default": "http://127.0.0.1:9/other"}, "/x", False)[0].path == "/other"
+    with pytest.raises(ValueError, match="not a loopback or private"):
+        load._parse_targets({"default": "http://8.8.8.8"}, "/", False)
+    with pytest.raises(ValueError, match="unknown machine"):
+        load._parse_targets({"prod": "http://127.0.0.1"}, "/", False)
+    with pytest.raises(ValueError):
+        load.run({"default": "http://127.0.0.1:1"}, load.QUICK, Path("/nonexistent"), schedule="random")
+
+
+def test_csv_tail_keeps_partial_and_quoted_records(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    tail = load._CsvTail(path)
+    assert tail.read() == []
+    path.write_text("timeStamp,elapsed,success\n1,5,true\n2,7,\"multi\nline")
+    assert tail.read() == [["1", "5", "true"]]
+    with path.open("a") as stream:
+        stream.write(" message\"\n3,9,false\n4,")
+    assert tail.read() == [["2", "7", "multi\nline message"], ["3", "9", "false"]]
+    assert tail.columns == {"timeStamp": 0, "elapsed": 1, "success": 2}
+
+
+def test_progress_lines() -> None:
+    progress = {"schedule": "parallel", "elapsed_s": 151.0, "planned_s": 1200, "machines": {
+        "default": {"state": "running", "elapsed_s": 151.0, "samples": 9000, "requests_per_s": 412.5, "errors": 3,
+                    "error_rate": 0.001, "p95_ms": 38, "active_threads": 150},
+        "tuned": {"state": "waiting", "elapsed_s": 0.0, "samples": 0, "requests_per_s": 0.0, "errors": 0,
+                  "error_rate": 0.0, "p95_ms": None, "active_threads": 0}}}
+    assert load.format_progress(progress).splitlines() == [
+        "default  02:31  412.5 req/s  errors 3 (0.1%)  p95 38 ms  users 150", "tuned    --:--  waiting"]
+    bar = load.progress_bar(progress, width=20)
+    assert bar.startswith("[###.................]") and "02:31 / 20:00" in bar
+
+
+def test_prepare_is_fast_when_done() -> None:
+    started = time.monotonic()
+    load.prepare()
+    assert time.monotonic() - started < 5
+    assert (load.jmeter_home() / "bin" / "ApacheJMeter-5.6.3.jar").is_file()
+
+
+# ------------------------------------------------------------------------------------- real JMeter
+
+def test_parallel_load_on_two_machines(processes, tmp_path: Path) -> None:
+    ports = {"default": start_mock(processes, tmp_path / "mock-default"),
+             "tuned": start_mock(processes, tmp_path / "mock-tuned")}
+    profile = load.LoadProfile(users=4, ramp_s=4, duration_s=20)
+    seen: list[dict] = []
+    out = tmp_path / "run"
+    result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()}, profile, out,
+                      on_progress=seen.append, path="/data")
+
+    assert not result.interrupted and result.schedule == "parallel" and result.profile == profile
+    assert result.problems == []
+    assert 20 <= result.ended_at - result.started_at < 60
+    assert (out / "jmeter.log").is_file() and "Starting ThreadGroup" in (out / "jmeter.log").read_text()
+    first_samples = {}
+    for machine, port in ports.items():
+        assert result.results[machine] == out / machine / "results.csv"
+        header, rows = read_results(result.results[machine])
+        assert tuple(header) == load.CSV_COLUMNS
+        assert len(rows) > 100
+        assert all(row["success"] == "true" and row["responseCode"] == "200" for row in rows)
+        assert {row["URL"] for row in rows} == {f"http://127.0.0.1:{port}/data"}
+        assert {row["label"] for row in rows} == {machine}
+        assert {row["threadName"].split()[0] for row in rows} == {machine}
+        assert max(int(row["grpThreads"]) for row in rows) == 4
+        # keep-alive: each virtual user opens one connection and keeps it for the whole run
+        closed = time_wait_connections(port)
+        assert closed is None or closed <= 2 * profile.users, closed
+        stamps = [int(row["timeStamp"]) for row in rows]
+        assert (max(stamps) - min(stamps)) / 1000 <= profile.duration_s + 1
+        first_samples[machine] = min(stamps)
+        assert result.dashboards[machine] == out / machine / "dashboard" / "index.html"
+        assert result.dashboards[machine].is_file()
+    # both machines were loaded at the same time
+    assert abs(first_samples["default"] - first_samples["tuned"]) < 3000
+
+    assert len(seen) >= 3
+    final = seen[-1]
+    assert final["schedule"] == "parallel" and final["planned_s"] == 20
+    for machine in ports:
+        numbers = [p["machines"][machine] for p in seen]
+        samples = [n["samples"] for n in numbers]
+        assert samples == sorted(samples) and samples[-1] == len(read_results(result.results[machine])[1])
+        busy = [n for n in numbers if n["state"] == "running" and n["samples"]]
+        assert busy, numbers
+        assert all(n["requests_per_s"] > 0 and 0 < n["p95_ms"] < 1000 and 1 <= n["active_threads"] <= 4
+                   for n in busy if n["requests_per_s"])
+        assert all(n["errors"] == 0 and n["error_rate"] == 0 for n in numbers)
+        assert numbers[-1]["state"] == "done" and 15 <= numbers[-1]["elapsed_s"] < 40
+        assert f"{machine:<8} " in load.format_progress(final)
+    assert not jmeter_processes(tmp_path)
+
+
+def test_sequential_load_runs_one_machine_after_the_other(processes, tmp_path: Path) -> None:
+    ports = {"default": start_mock(processes, tmp_path / "mock-default"),
+             "tuned": start_mock(processes, tmp_path / "mock-tuned")}
+    seen: list[dict] = []
+    out = tmp_path / "run"
+    result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()},
+                      load.LoadProfile(users=2, ramp_s=2, duration_s=7, keep_alive=False), out, schedule="sequential",
+                      on_progress=seen.append, path="/data")
+
+    assert not result.interrupted and result.problems == []
+    spans = {}
+    for machine, port in ports.items():
+        _, rows = read_results(result.results[machine])
+        assert rows and all(row["success"] == "true" for row in rows)
+        assert {row["URL"] for row in rows} == {f"http://127.0.0.1:{port}/data"}
+        # keep_alive=False: a new connection for every request
+        closed = time_wait_connections(port)
+        assert closed is None or closed >= 0.9 * len(rows), (closed, len(rows))
+        stamps = [int(row["timeStamp"]) for row in rows]
+        spans[machine] = (min(stamps), max(stamps))
+        assert result.dashboards[machine].is_file()
+    assert spans["default"][1] < spans["tuned"][0]
+    # while default ran, tuned waited
+    assert any(p["machines"]["tuned"]["state"] == "waiting" and p["machines"]["default"]["samples"] for p in seen)
+    assert seen[-1]["planned_s"] == 14
+    log = (out / "jmeter.log").read_text()
+    assert "==== default" in log and "==== tuned" in log
+    assert not jmeter_processes(tmp_path)
+
+
+def test_interrupt_keeps_results_and_dashboards(processes, tmp_path: Path) -> None:
+    port = start_mock(processes, tmp_path / "mock")
+    out = tmp_path / "run"
+
+    def interrupt_later(progress: dict) -> None:
+        if progress["machines"]["default"]["samples"] and progress["elapsed_s"] >= 6:
+            raise KeyboardInterrupt
+
+    started = time.monotonic()
+    result = load.run({"default": f"http://127.0.0.1:{port}", "tuned": f"http://127.0.0.1:{port}"},
+                      load.LoadProfile(users=3, ramp_s=1, duration_s=300), out, on_progress=interrupt_later,
+                      path="/data", progress_interval_s=2)
+    assert result.interrupted
+    assert time.monotonic() - started < 45
+    for machine in ("default", "tuned"):
+        _, rows = read_results(result.results[machine])
+        assert rows and all(row["success"] == "true" for row in rows)
+        assert result.dashboards[machine].is_file()
+    assert "Command: Shutdown received" in (out / "jmeter.log").read_text()
+    assert not jmeter_processes(tmp_path)
+
+
+def test_sigterm_stops_the_command_line_cleanly(processes, tmp_path: Path) -> None:
+    port = start_mock(processes, tmp_path / "mock")
+    out = tmp_path / "run"
+    runner = spawn(processes, "load", [sys.executable, "-m", "lab.load", "--target", f"default=http://127.0.0.1:{port}",
+                                       "--users", "2", "--ramp-s", "1", "--duration-s", "300", "--path", "/data",
+                                       "--out", str(out)], tmp_path / "cli", cwd=REPO)
+    results = out / "default" / "results.csv"
+    runner.wait_until(lambda: results.is_file() and len(results.read_text().splitlines()) > 20, 40, "samples")
+    runner.popen.send_signal(signal.SIGTERM)
+    assert runner.popen.wait(timeout=45) == 130, runner.text()
+    assert (out / "default" / "dashboard" / "index.html").is_file()
+    assert not (out / "tuned").exists()
+    assert not jmeter_processes(tmp_path)
+
+
+def test_refused_connections_are_errors(processes, tmp_path: Path) -> None:
+    port = start_mock(processes, tmp_path / "mock")
+    closed = free_port()                        # nothing listens there
+    seen: list[dict] = []
+    result = load.run({"default": f"http://127.0.0.1:{closed}", "tuned": f"http://127.0.0.1:{port}"},
+                      load.LoadProfile(users=2, ramp_s=1, duration_s=6, think_ms=100), tmp_path / "run",
+                      on_progress=seen.append, path="/data", progress_interval_s=2)
+    assert not result.interrupted
+    _, refused = read_results(result.results["default"])
+    assert refused and all(row["success"] == "false" for row in refused)
+    assert any("refused" in (row["responseMessage"] + row["responseCode"]).lower() for row in refused)
+    _, served = read_results(result.results["tuned"])
+    assert served and all(row["success"] == "true" for row in served)
+    final = seen[-1]["machines"]
+    assert final["default"]["errors"] == len(refused) and final["default"]["error_rate"] == 1.0
+    assert final["tuned"]["errors"] == 0
+    assert "errors" in load.format_progress(seen[-1])
+    assert result.dashboards["default"].is_file()     # the dashboard shows the errors too
+    assert not jmeter_processes(tmp_path)

@@ -1,0 +1,385 @@
+"""The embedded local backend, for real: network namespaces, veth, cgroups and supervisord on this host.
+
+Machines here use prefix "ctlt", names t1..t3 and indices 201..203 (10.213.201.0/30 ...), so they
+cannot collide with the lab's own ("ctlab-default", "ctlab-tuned"); every machine made is brought
+down at teardown, whatever the test did. Needs root: without it these tests fail with the
+backend's own "needs root" error rather than skip, so a run as non-root never looks green.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from lab.backends import local  # noqa: E402
+from lab.backends.local import LocalBackendError, Machine  # noqa: E402
+
+PREFIX = "ctlt"
+SYSTEM_PYTHON = "/usr/bin/python3"  # readable by unprivileged users, unlike a venv under /root
+MiB = 1024 * 1024
+
+
+def wait_for(check: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout:.0f} s (last: {result!r})")
+        time.sleep(0.1)
+
+
+def http_status(url: str) -> int:
+    """GET without any proxy from the environment: the request must go straight to the machine."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=3) as reply:
+        return reply.status
+
+
+def proc_cgroups(pid: int) -> dict[str, str]:
+    """controller -> cgroup path, from /proc/<pid>/cgroup (v2's line under the key '')."""
+    paths = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths
+
+
+def assert_inside(m: Machine, pid: int) -> None:
+    """pid is in the machine's cgroup (memory and cpu) and network namespace."""
+    cgroups = proc_cgroups(pid)
+    wanted = f"/{m.prefix}/{m.name}"
+    if local.detect_cgroups().version == 2:
+        assert cgroups[""] == wanted, cgroups
+    else:
+        assert cgroups["memory"] == wanted and cgroups["cpu"] == wanted, cgroups
+    assert os.readlink(f"/proc/{pid}/ns/net") == f"net:[{m.netns_path.stat().st_ino}]"
+    assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+
+
+def uid_of(pid: int) -> int:
+    line = next(l for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("Uid:"))
+    return int(line.split()[1])
+
+
+def program_pid(m: Machine, program: str) -> int:
+    result = local.supervisorctl(m, "pid", program)
+    assert result.stdout.strip().isdigit(), result
+    return int(result.stdout.strip())
+
+
+def add_program(m: Machine, name: str, command: str, **options: str) -> None:
+    settings = {"command": command, "user": "nobody", "directory": "/", "autorestart": "false",
+                "startsecs": "1", "redirect_stderr": "true",
+                "stdout_logfile": str(m.log_dir / f"{name}.log"), **options}
+    body = "".join(f"{key}={value}\n" for key, value in settings.items())
+    (m.supervisor_include_dir / f"{name}.conf").write_text(f"[program:{name}]\n{body}")
+    result = local.supervisorctl(m, "update")
+    assert result.returncode == 0, result
+
+
+def program_state(m: Machine, name: str) -> str | None:
+    return local.status(m)["programs"].get(name)
+
+
+@pytest.fixture
+def make_machine(tmp_path: Path) -> Iterator[Callable[..., Machine]]:
+    made: list[Machine] = []
+
+    def make(name: str = "t1", index: int = 201, **kwargs) -> Machine:
+        m = Machine(name, index, tmp_path / "machines" / name, prefix=PREFIX, **kwargs)
+        local.down(m)  # leftovers of an interrupted earlier run (same names), if any
+        made.append(m)
+        return m
+    yield make
+    errors = []
+    for m in reversed(made):
+        try:
+            local.down(m)
+        except Exception as error:  # noqa: BLE001 - tear every machine down, then report
+            errors.append(error)
+    assert not errors, errors
+
+
+# ------------------------------------------------------------------------------------ real machines
+
+def test_host_reaches_a_program_run_unprivileged_inside_the_machine(make_machine) -> None:
+    m = make_machine()
+    local.up(m)
+    st = local.status(m)
+    assert st["netns"] and st["supervisord"]["running"] and st["address"] == "10.213.201.2"
+    inside = local.run_in(m, ["ip", "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True)
+    assert "10.213.201.2/30" in inside.stdout, inside
+    host = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", m.veth], capture_output=True, text=True)
+    assert "10.213.201.1/30" in host.stdout, host
+
+    supervisord = st["supervisord"]["pid"]
+    assert_inside(m, supervisord)
+    assert os.getsid(supervisord) != os.getsid(0) and os.getpgid(supervisord) != os.getpgid(0)
+
+    add_program(m, "web", f"{SYSTEM_PYTHON} -m http.server 8000 --bind {m.address} --directory /")
+    wait_for(lambda: program_state(m, "web") == "RUNNING", what="RUNNING web")
+
+    def answers() -> bool:
+        try:
+            return http_status(f"http://{m.address}:8000/") == 200
+        except OSError:
+            return False
+    wait_for(answers, what=f"HTTP 200 from {m.address}:8000")
+    web = program_pid(m, "web")
+    assert_inside(m, web)
+    assert uid_of(web) == 65534  # nobody
+    assert local.status(m)["programs"] == {"web": "RUNNING"}
+
+
+def test_unprivileged_user_binds_port_80_inside_only(make_machine) -> None:
+    host_value = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text()
+    m = make_machine()
+    local.up(m)
+    bind = ("import os, socket; s = socket.socket(); "
+            f"s.bind(('{m.address}', 80)); s.listen(); print(os.getuid(), s.getsockname()[1])")
+    result = local.run_in(m, [SYSTEM_PYTHON, "-c", bind], user="nobody", capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["65534", "80"]
+    assert Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text() == host_value  # per netns
+
+
+def test_memory_limit_is_enforced_and_reported(make_machine) -> None:
+    m = make_machine("t2", 202, memory_mb=64)
+    local.up(m)
+    st = local.status(m)
+    assert st["cgroup"]["memory_limit_bytes"] == 64 * MiB
+    assert st["cgroup"]["cpu_quota"] == 2.0
+    if st["cgroup"]["version"] == 1:
+        memory = Path(next(p for p in st["cgroup"]["paths"] if "memory" in p))
+        if (memory / "memory.memsw.limit_in_bytes").exists():
+            assert int((memory / "memory.memsw.limit_in_bytes").read_text()) == 64 * MiB  # no swap
+        assert (memory / "memory.swappiness").read_text().strip() == "0"
+
+    def allocate(mb: int) -> subprocess.CompletedProcess:
+        code = f"b = b'x' * ({mb} * 1024 * 1024); print(len(b))"
+        return local.run_in(m, [SYSTEM_PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    small = allocate(20)
+    assert small.returncode == 0 and small.stdout.strip() == str(20 * MiB), small
+    big = allocate(200)
+    assert big.returncode == -signal.SIGKILL, big  # the OOM killer, not a MemoryError
+    assert local.status(m)["supervisord"]["running"]
+
+
+def test_jvm_inside_sees_the_machine_limits(make_machine) -> None:
+    m = make_machine("t2", 202, memory_mb=64)
+    local.up(m)
+    java = ["java", "-XX:+PrintFlagsFinal", "-XshowSettings:system", "-version"]
+    result = local.run_in(m, java, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"Memory Limit: 64\.00M", result.stderr), result.stderr
+    max_heap = int(re.search(r"\bMaxHeapSize\s+=\s+(\d+)", result.stdout).group(1))
+    assert max_heap <= 64 * MiB  # HotSpot's own ergonomics sized the heap from the cgroup, not host RAM
+
+    # The way the lab runs its JVMs: a supervisord program, as an unprivileged user.
+    add_program(m, "jvm", "/usr/bin/java " + " ".join(java[1:]), startsecs="0")
+    wait_for(lambda: program_state(m, "jvm") == "EXITED", timeout=30, what="jvm EXITED")
+    log = (m.log_dir / "jvm.log").read_text()
+    assert re.search(r"Memory Limit: 64\.00M", log), log
+
+
+def test_up_is_idempotent_and_machines_do_not_collide(make_machine) -> None:
+    t1, t2 = make_machine("t1", 201), make_machine("t2", 202)
+    local.up(t1)
+    local.up(t2)
+    first = local.status(t1)
+    conf_mtime = t1.supervisord_conf.stat().st_mtime_ns
+    local.up(t1)
+    again = local.status(t1)
+    assert again == first
+    assert t1.supervisord_conf.stat().st_mtime_ns == conf_mtime
+    other = local.status(t2)
+    assert other["supervisord"]["pid"] != first["supervisord"]["pid"]
+    assert set(other["cgroup"]["paths"]).isdisjoint(first["cgroup"]["paths"])
+    assert t1.netns_path.stat().st_ino != t2.netns_path.stat().st_ino
+    for m in (t1, t2):
+        assert_inside(m, local.status(m)["supervisord"]["pid"])
+    inside_t1 = local.run_in(t1, ["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    assert t1.address in inside_t1 and t2.address not in inside_t1
+
+    local.down(t1)
+    after = local.status(t2)
+    assert after == other  # bringing t1 down left t2 alone
+    assert not local.status(t1)["netns"]
+
+
+def test_down_removes_everything_and_is_idempotent(make_machine) -> None:
+    m = make_machine()
+    local.up(m)
+    add_program(m, "sleeper", "sleep 1000")
+    wait_for(lambda: program_state(m, "sleeper") == "RUNNING", what="RUNNING sleeper")
+    # A stray daemon started inside by hand, outside supervisord's knowledge: down must still end it.
+    local.run_in(m, ["sh", "-c", "setsid sleep 1001 </dev/null >/dev/null 2>&1 &"], check=True)
+    netns = f"net:[{m.netns_path.stat().st_ino}]"
+    cgroup_paths = [Path(p) for p in local.status(m)["cgroup"]["paths"]]
+    supervisord = local.status(m)["supervisord"]["pid"]
+    wait_for(lambda: len(local.Cgroup(m, local.detect_cgroups()).pids()) >= 3, what="3 processes in the cgroup")
+
+    local.down(m)
+
+    assert not m.netns_path.exists()
+    assert m.netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    assert subprocess.run(["ip", "link", "show", m.veth], capture_output=True).returncode != 0
+    assert not any(p.exists() for p in cgroup_paths)
+    assert not m.root.exists()
+    conf = str(m.supervisord_conf).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            assert os.readlink(entry / "ns" / "net") != netns, f"pid {entry.name} still in {m.netns}"
+            assert conf not in (entry / "cmdline").read_bytes(), f"pid {entry.name} still runs {m.supervisord_conf}"
+            assert f"/{PREFIX}/{m.name}" not in (entry / "cgroup").read_text(), f"pid {entry.name} in the cgroup"
+        except OSError:  # gone meanwhile, or not ours to look at (this sandbox's pid 1)
+            continue
+    assert not Path(f"/proc/{supervisord}/cmdline").exists() or not Path(f"/proc/{supervisord}/cmdline").read_bytes()
+    st = local.status(m)
+    assert not st["netns"] and not st["supervisord"]["running"] and st["cgroup"]["paths"] == []
+
+    local.down(m)  # again: nothing to do, no error
+
+
+def test_address_already_used_by_another_interface(make_machine) -> None:
+    m = make_machine("t3", 203)
+    subprocess.run(["ip", "link", "add", "ctlt-x0", "type", "veth", "peer", "name", "ctlt-x1"], check=True)
+    try:
+        subprocess.run(["ip", "addr", "add", "10.213.203.1/30", "dev", "ctlt-x0"], check=True)
+        with pytest.raises(LocalBackendError, match=r"ctlt-x0 overlaps machine t3's subnet 10\.213\.203\.0/30"):
+            local.up(m)
+        assert not m.netns_path.exists() and not m.root.exists()
+    finally:
+        subprocess.run(["ip", "link", "del", "ctlt-x0"], check=False)
+
+
+def test_not_root_gets_a_clear_message(tmp_path: Path) -> None:
+    code = ("from pathlib import Path\nfrom lab.backends import local\n"
+            "try:\n    local.up(local.Machine('t1', 201, Path('/tmp/ctlt-nobody'), prefix='ctlt'))\n"
+            "except local.LocalBackendError as e:\n    print(e)\n")
+    result = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                             SYSTEM_PYTHON, "-B", "-c", code], capture_output=True, text=True, timeout=30,
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO)})
+    assert result.stdout.strip() == ("the local backend needs root to create network namespaces and cgroups: "
+                                     "run with sudo"), result
+    assert not Path("/tmp/ctlt-nobody").exists()
+
+
+# ------------------------------------------------------------------------------------------ unit tests
+
+def test_names_are_validated() -> None:
+    with pytest.raises(LocalBackendError, match="15"):
+        Machine("averylongname", 201, Path("/tmp/x"), prefix=PREFIX)
+    with pytest.raises(LocalBackendError, match="1..254"):
+        Machine("t1", 300, Path("/tmp/x"), prefix=PREFIX)
+    with pytest.raises(LocalBackendError, match="not valid"):
+        Machine("T 1", 201, Path("/tmp/x"))
+    lab = local.machines(Path("/var/lib/camel-tuning-lab"))
+    assert {name: (m.index, m.netns, m.address, m.host_address, m.root) for name, m in lab.items()} == {
+        "default": (1, "ctlab-default", "10.213.1.2", "10.213.1.1", Path("/var/lib/camel-tuning-lab/machines/default")),
+        "tuned": (2, "ctlab-tuned", "10.213.2.2", "10.213.2.1", Path("/var/lib/camel-tuning-lab/machines/tuned")),
+    }
+    d = lab["default"]
+    assert (d.memory_mb, d.cpus, d.supervisord_conf, d.supervisor_include_dir) == (
+        512, 2.0, d.root / "supervisor" / "supervisord.conf", d.root / "supervisor" / "conf.d")
+
+
+def test_missing_tool_names_its_package(monkeypatch) -> None:
+    monkeypatch.setattr(local.shutil, "which", lambda *args, **kwargs: None)
+    with pytest.raises(LocalBackendError, match=r"'supervisord' not found: install the 'supervisor' package"):
+        local._tool("supervisord", "supervisor")
+    with pytest.raises(LocalBackendError, match=r"'ip' not found: install the 'iproute2' package"):
+        local._ip()
+
+
+def test_supervisord_conf() -> None:
+    m = Machine("t1", 201, Path("/srv/m/t1"), prefix=PREFIX)
+    text = local.supervisord_conf_text(m)
+    for line in ("[unix_http_server]", "file=/srv/m/t1/supervisor/supervisor.sock", "chmod=0700",
+                 "logfile=/srv/m/t1/logs/supervisord.log", "pidfile=/srv/m/t1/supervisor/supervisord.pid",
+                 "childlogdir=/srv/m/t1/logs", "nodaemon=false",
+                 "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
+                 "serverurl=unix:///srv/m/t1/supervisor/supervisor.sock", "files = /srv/m/t1/supervisor/conf.d/*.conf"):
+        assert line in text.splitlines()
+
+
+def fake_v2(root: Path, controllers: str = "cpuset cpu io memory hugetlb pids rdma misc") -> Path:
+    root.mkdir()
+    (root / "cgroup.controllers").write_text(controllers + "\n")
+    (root / "cgroup.subtree_control").write_text("\n")
+    return root
+
+
+def test_cgroup_v2_writes_against_a_fake_root(tmp_path: Path) -> None:
+    root = fake_v2(tmp_path / "cgroup")
+    layout = local.detect_cgroups(root, mounts_file=tmp_path / "no-mounts")
+    assert (layout.version, layout.root) == (2, root)
+    m = Machine("t1", 201, tmp_path / "m", prefix=PREFIX)
+    cgroup = local.Cgroup(m, layout)
+    cgroup.create()
+    leaf = root / "ctlt" / "t1"
+    assert (root / "cgroup.subtree_control").read_text() == "+memory +cpu"
+    assert (root / "ctlt" / "cgroup.subtree_control").read_text() == "+memory +cpu"
+    assert (leaf / "memory.max").read_text() == str(512 * MiB)
+    assert (leaf / "memory.swap.max").read_text() == "0"
+    assert (leaf / "cpu.max").read_text() == "200000 100000"
+    assert cgroup.paths == [leaf] and cgroup.procs_files == [leaf / "cgroup.procs"]
+    assert (cgroup.memory_limit_bytes(), cgroup.cpu_quota()) == (512 * MiB, 2.0)
+    launcher = local._launcher(m, cgroup, ["true"])
+    assert f"echo $$ > {leaf / 'cgroup.procs'}" in launcher[2]
+    st = local.status(m, cgroups=layout)
+    assert st["cgroup"] == {"version": 2, "paths": [str(leaf)], "memory_limit_bytes": 512 * MiB, "cpu_quota": 2.0}
+
+    # As the kernel shows them once enabled: no rewrite. New limits are applied on the next create.
+    (root / "cgroup.subtree_control").write_text("cpu memory\n")
+    (root / "ctlt" / "cgroup.subtree_control").write_text("cpu memory\n")
+    small = Machine("t1", 201, tmp_path / "m", memory_mb=64, cpus=1.5, prefix=PREFIX)
+    local.Cgroup(small, layout).create()
+    assert (root / "cgroup.subtree_control").read_text() == "cpu memory\n"
+    assert (leaf / "memory.max").read_text() == str(64 * MiB)
+    assert (leaf / "cpu.max").read_text() == "150000 100000"
+    (leaf / "memory.max").write_text("max\n")
+    (leaf / "cpu.max").write_text("max 100000\n")
+    assert (local.Cgroup(small, layout).memory_limit_bytes(), local.Cgroup(small, layout).cpu_quota()) == (None, None)
+
+
+def test_cgroup_v2_without_memory_controller(tmp_path: Path) -> None:
+    root = fake_v2(tmp_path / "cgroup", controllers="cpu io pids")
+    layout = local.detect_cgroups(root, mounts_file=tmp_path / "no-mounts")
+    with pytest.raises(LocalBackendError, match="no memory controller"):
+        local.Cgroup(Machine("t1", 201, tmp_path / "m", prefix=PREFIX), layout).create()
+
+
+def test_cgroup_v1_layout_from_mounts(tmp_path: Path) -> None:
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n"
+        f"cgroup {tmp_path}/cpu,cpuacct cgroup rw,nosuid,nodev,noexec,relatime,cpu,cpuacct 0 0\n"
+        f"cgroup {tmp_path}/mem\\040ory cgroup rw,nosuid,nodev,noexec,relatime,memory 0 0\n"
+        f"cgroup2 {tmp_path}/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n")
+    layout = local.detect_cgroups(tmp_path / "no-v2-here", mounts_file=mounts)
+    assert layout.version == 1
+    assert layout.v1_mounts == {"memory": tmp_path / "mem ory", "cpu": tmp_path / "cpu,cpuacct",
+                                "cpuacct": tmp_path / "cpu,cpuacct"}
+    cgroup = local.Cgroup(Machine("t1", 201, tmp_path / "m", prefix=PREFIX), layout)
+    assert cgroup.paths == [tmp_path / "mem ory" / "ctlt" / "t1", tmp_path / "cpu,cpuacct" / "ctlt" / "t1"]
+
+    mounts.write_text("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n")
+    with pytest.raises(LocalBackendError, match="no cgroup memory controller available"):
+        local.detect_cgroups(tmp_path / "no-v2-here", mounts_file=mounts)

@@ -1,0 +1,126 @@
+"""The service jar as it runs on the lab's machines: a real JVM, behind a real HTTPD, calling the
+real mock backend; and its start-up refusals, as a user reads them."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from conftest import DEBIAN_TCNATIVE_LIB, JAR, TCNATIVE_LIB, eventually, free_port, service_command
+
+SECRET = "lab-test-secret"
+
+
+def test_apr_ajp_behind_worker_httpd(mock_backend, start_service, start_httpd):
+    """The tuned shape: worker MPM, ProxyPass over AJP with a secret, AjpAprProtocol, async logging."""
+    service = start_service(mock_backend, logging="async", lab__ajp__enabled="true", lab__ajp__protocol="APR",
+                            lab__ajp__secret=SECRET, lab__node_name="tuned")
+    httpd = start_httpd("worker", {"/svc": f"ajp://127.0.0.1:{service.ajp_port} secret={SECRET}"})
+
+    status, body = httpd.get("/svc/camel/mock")
+
+    assert status == 200, body
+    reply = json.loads(body)
+    assert reply["node"] == "tuned"
+    assert reply["backendStatus"] == 200
+    assert len(json.dumps(reply["data"])) > 4000  # the mock's ~5 KB payload, composed in
+
+    log = service.app_log()
+    assert re.search(r"Loaded Apache Tomcat Native library \[1\.3\.\d+\]", log), log
+    assert f'Starting ProtocolHandler ["ajp-apr-127.0.0.1-{service.ajp_port}"]' in log
+
+    # Async appenders: the lines reach the file shortly after the reply.
+    def audit() -> str:
+        return (service.log_dir / "audit.log").read_text()
+    assert eventually(lambda: f"reply txId={reply['transactionId']} status=200" in audit()), audit()
+    assert f"request txId={reply['transactionId']}" in audit()
+
+    info = service.info()
+    loaded, required = (tuple(map(int, info["tomcat"][key].split("."))) for key in ("nativeLibrary", "nativeLibraryRequired"))
+    assert loaded >= required
+    ajp = [c for c in info["tomcat"]["connectors"] if c["port"] == service.ajp_port]
+    assert ajp and ajp[0]["protocol"] == "org.apache.coyote.ajp.AjpAprProtocol" and ajp[0]["state"] == "STARTED"
+    assert info["logging"]["async"] is True
+
+    assert f'tomcat_threads_busy_threads{{name="ajp-apr-127.0.0.1-{service.ajp_port}",}}' in service.metrics()
+    # Camel counts the exchange just after the reply is on the wire.
+    assert eventually(lambda: re.search(r'camel_exchanges_total\{route="mock",\} [1-9]', service.metrics())), \
+        [line for line in service.metrics().splitlines() if line.startswith("camel")]
+
+    # Tomcat enforces the AJP secret: the same proxy with a wrong one is refused.
+    wrong = start_httpd("worker", {"/svc": f"ajp://127.0.0.1:{service.ajp_port} secret=not-{SECRET}"})
+    assert wrong.get("/svc/camel/mock")[0] == 403
+
+
+def test_nio_ajp_and_http_proxy_behind_prefork_httpd(mock_backend, start_service, start_httpd):
+    """The default shape (prefork, HTTP proxy, sync logging), with the NIO AJP connector beside it."""
+    service = start_service(mock_backend, logging="sync", lab__ajp__enabled="true", lab__ajp__protocol="NIO",
+                            lab__ajp__secret=SECRET)
+    httpd = start_httpd("prefork", {"/svc": f"http://127.0.0.1:{service.http_port}",
+                                    "/ajp": f"ajp://127.0.0.1:{service.ajp_port} secret={SECRET}"})
+
+    for path in ("/svc/camel/mock", "/ajp/camel/mock"):
+        status, body = httpd.get(path)
+        assert status == 200, (path, body)
+        assert json.loads(body)["backendStatus"] == 200
+
+    info = service.info()
+    protocols = {c["port"]: c["protocol"] for c in info["tomcat"]["connectors"]}
+    assert protocols[service.http_port] == "org.apache.coyote.http11.Http11NioProtocol"
+    assert protocols[service.ajp_port] == "org.apache.coyote.ajp.AjpNioProtocol"
+    assert info["logging"]["async"] is False
+    assert f'Starting ProtocolHandler ["ajp-nio-127.0.0.1-{service.ajp_port}"]' in service.app_log()
+
+
+def test_backend_down_through_httpd_is_a_clean_502(start_service, start_httpd):
+    service = start_service(f"http://127.0.0.1:{free_port()}/data")
+    httpd = start_httpd("prefork", {"/svc": f"http://127.0.0.1:{service.http_port}"})
+
+    status, body = httpd.get("/svc/camel/mock")
+
+    assert status == 502
+    assert json.loads(body)["error"].startswith("backend unreachable")
+
+
+def run_until_exit(library_path, **properties) -> subprocess.CompletedProcess:
+    """Starts the jar expecting it to refuse to start; it must exit by itself."""
+    assert JAR.is_file()
+    props = {"server.port": free_port(), "management.server.port": free_port(), "lab.ajp.port": free_port(), **properties}
+    return subprocess.run(service_command(library_path, props), capture_output=True, text=True, timeout=120)
+
+
+def test_apr_without_the_native_library_refuses_to_start(tmp_path):
+    result = run_until_exit(tmp_path, **{"lab.ajp.enabled": "true", "lab.ajp.secret": SECRET, "lab.ajp.protocol": "APR"})
+
+    assert result.returncode != 0
+    assert "APPLICATION FAILED TO START" in result.stdout
+    assert f"the Tomcat Native library (libtcnative-1.so) could not be loaded from java.library.path [{tmp_path}]" in result.stdout
+    assert re.search(r"this Tomcat needs version 1\.3\.\d+ or newer", result.stdout)
+    assert "Starting ProtocolHandler" not in result.stdout  # never fell back to a running NIO connector
+
+
+def test_apr_with_debians_too_old_library_refuses_to_start():
+    assert (DEBIAN_TCNATIVE_LIB / "libtcnative-1.so").exists(), "tools/install-deps unpacks it"
+
+    result = run_until_exit(DEBIAN_TCNATIVE_LIB, **{"lab.ajp.enabled": "true", "lab.ajp.secret": SECRET,
+                                                    "lab.ajp.protocol": "APR"})
+
+    assert result.returncode != 0
+    assert "APPLICATION FAILED TO START" in result.stdout
+    assert re.search(r"found on java.library.path \[.*\] is version 1\.2\.\d+; this Tomcat needs 1\.3\.\d+", result.stdout)
+
+
+def test_a_bad_property_value_names_the_property_and_the_valid_values():
+    result = run_until_exit(TCNATIVE_LIB, **{"lab.ajp.protocol": "BOGUS"})
+
+    assert result.returncode != 0
+    assert "APPLICATION FAILED TO START" in result.stdout
+    assert "Failed to bind properties under 'lab.ajp.protocol'" in result.stdout
+    assert re.search(r"The following values are valid:\s+APR\s+NIO", result.stdout)
+
+
+def test_ajp_without_a_secret_refuses_to_start():
+    result = run_until_exit(TCNATIVE_LIB, **{"lab.ajp.enabled": "true"})
+
+    assert result.returncode != 0
+    assert "lab.ajp.secret must be set when lab.ajp.enabled=true" in result.stdout
