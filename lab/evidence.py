@@ -15,7 +15,9 @@ ARCHIVE = "current"  # pmlogger's archive on the machine (ansible/roles/pcp/task
 # Files worth keeping, relative to the machine's lab_home: where -> what.
 LOGS = {
     "logs": ["app/logs/app.log", "httpd/logs/error.log", "logs/camel-app.out", "logs/httpd.out",
-             "logs/mock-service.out", "logs/pmcd.out", "logs/supervisord.log"],
+             "logs/mock-service.out", "logs/pmcd.out", "logs/supervisord.log", "pcp/logs/pmcd.log",
+             "pcp/logs/linux.log", "pcp/logs/proc.log", "pcp/logs/apache.log",
+             "pcp/logs/openmetrics.log", "pcp/archives/pmlogger.log"],
 }
 # supervisord's log line for a process that ended: "2026-11-22 05:07:41,123 WARN exited: camel-app (terminated by SIGKILL; not expected)"
 EXITED = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ \w+ exited: (\S+) \((.+?)\)$", re.M)

@@ -354,16 +354,22 @@ def _charts(summary: dict, series: dict) -> list[Chart]:
              if series_of(m, "pcp", "load1") else None, "load (1 min)")
     charts.append(chart)
 
-    if local:
+    if any(series_of(m, "pcp", "proc_pss_bytes") for m in machines):
+        about = ("Memory of the machine's own processes: the sum of their proportional set sizes "
+                 "(proc.smaps.pss), which splits a page shared by several processes among them, so it is "
+                 "counted once. From each machine's PCP archive.")
+    elif local:
         about = ("Resident memory of the machine's own processes (sum of proc.memory.rss), from its PCP archive. "
-                 "Pages shared between processes count once per process, so the sum can exceed what the "
-                 "machine's cgroup accounts (events.json's peak).")
+                 "Pages shared between processes count once per process, so the sum overstates the machine's "
+                 "use.")
     else:
         about = "Memory in use on the machine (mem.util.used), from its PCP archive."
     chart = Chart("chart-memory", "Memory", about)
 
     def memory(machine):
-        if series_of(machine, "pcp", "proc_rss_bytes"):
+        if series_of(machine, "pcp", "proc_pss_bytes"):
+            xs, ys = _xy(series_of(machine, "pcp", "proc_t"), series_of(machine, "pcp", "proc_pss_bytes"))
+        elif series_of(machine, "pcp", "proc_rss_bytes"):
             xs, ys = _xy(series_of(machine, "pcp", "proc_t"), series_of(machine, "pcp", "proc_rss_bytes"))
         elif not local and series_of(machine, "pcp", "mem_used_bytes"):
             xs, ys = _xy(series_of(machine, "pcp", "t"), series_of(machine, "pcp", "mem_used_bytes"))

@@ -474,8 +474,8 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
         result["own_processes"] = len(own)
         if own:
             # Every process, filtered here: pmrep's -i drops instances that appear after the archive's start.
-            metrics = [m for m in ("proc.psinfo.utime", "proc.psinfo.stime", "proc.memory.rss", "proc.psinfo.threads")
-                       if m in names]
+            metrics = [m for m in ("proc.psinfo.utime", "proc.psinfo.stime", "proc.memory.rss", "proc.smaps.pss",
+                                   "proc.psinfo.threads") if m in names]
             ptimes, every, problem = pmrep_csv(archive, metrics)
             if problem:
                 result["problems"].append(problem)
@@ -487,6 +487,10 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
                 pcp["proc_cpu_cores"] = _sum_rows(cpu_columns)
                 rss = _columns_of(pcolumns, "proc.memory.rss")
                 pcp["proc_rss_bytes"] = _sum_rows(list(rss.values()))
+                pss = _columns_of(pcolumns, "proc.smaps.pss")
+                if pss:
+                    pcp["proc_pss_bytes"] = _sum_rows(list(pss.values()))
+                    result["proc_pss_max_bytes"] = max(_finite(pcp["proc_pss_bytes"]), default=None)
                 threads = _columns_of(pcolumns, "proc.psinfo.threads")
                 pcp["proc_threads"] = _sum_rows(list(threads.values()))
                 result["proc_cpu_cores_mean"] = _mean(in_window(ptimes, pcp["proc_cpu_cores"]))
@@ -684,7 +688,11 @@ def _summarize_machine(run_dir: Path, machine: str, samples: Samples | None, t0:
                 exit_["at_s"] = round(at - t0, 3)
 
     peak = _number((events or {}).get("peak_memory_bytes"))
-    if resources.get("proc_rss_max_bytes") is not None:
+    if resources.get("proc_pss_max_bytes") is not None:
+        pcp_peak = {"peak_bytes": resources["proc_pss_max_bytes"],
+                    "source": "PCP: peak of the summed proc.smaps.pss (proportional set size) of the machine's "
+                              "processes"}
+    elif resources.get("proc_rss_max_bytes") is not None:
         pcp_peak = {"peak_bytes": resources["proc_rss_max_bytes"],
                     "source": "PCP: peak of the summed proc.memory.rss of the machine's processes"}
     elif resources.get("mem_used_max_bytes") is not None and backend != "local":

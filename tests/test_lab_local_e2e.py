@@ -24,6 +24,11 @@ from lab.paths import LOCAL_ROOT  # noqa: E402
 MiB = 1024 * 1024
 
 
+def _tail(path: Path, lines: int = 20) -> str:
+    """The end of a log, for a failure message."""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else f"{path}: missing"
+
+
 def start(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
     return subprocess.run([str(REPO / "start.sh"), *args], capture_output=True, text=True, timeout=timeout)
 
@@ -82,11 +87,11 @@ def test_each_machines_pmcd_serves_its_httpd_and_service_metrics(status, machine
         return subprocess.run(["pminfo", "-h", host, "-f", "apache.total_accesses",
                                "openmetrics.app.tomcat_threads_busy_threads", "kernel.all.load"],
                               capture_output=True, text=True, env=PCP_ENV, timeout=60)
-    # The openmetrics agent names its metrics after its first scrape of the service: wait for it.
-    deadline = time.monotonic() + 90
-    while (result := fetch()).returncode != 0 and time.monotonic() < deadline:
-        time.sleep(3)
-    assert result.returncode == 0, result.stderr
+    # `up` waited for the openmetrics agent to know the service's metrics: no waiting here.
+    result = fetch()
+    pcp_home = LocalBackend().home(machine) / "pcp"
+    assert result.returncode == 0, (result.stderr, _tail(pcp_home / "logs" / "pmcd.log"),
+                                    _tail(pcp_home / "logs" / "openmetrics.log"))
     accesses = re.search(r"apache.total_accesses\s+value (\d+)", result.stdout)
     assert accesses and int(accesses[1]) > 0, result.stdout
     connector = "ajp-apr-127.0.0.1-8009" if machine == "tuned" else "http-nio-8080"

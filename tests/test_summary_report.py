@@ -382,11 +382,13 @@ def test_pcp_figures(real_run: Path, real_summary: dict) -> None:
         assert resources["own_processes"] >= 2                    # the mock and the JVM
         assert resources["proc_cpu_cores_mean"] > 0
         assert resources["proc_rss_max_bytes"] > 10 * 1024 * 1024
+        # PSS splits shared pages among their sharers: never more than RSS, and still the JVM's megabytes
+        assert 10 * 1024 * 1024 < resources["proc_pss_max_bytes"] <= resources["proc_rss_max_bytes"]
         commands = set(resources["own_by_command"])             # the mock (python), the JVM, pmlogger
         assert "java" in commands and any(c.startswith("python") for c in commands), commands
         assert resources["load1_max"] is not None and resources["mem_used_max_bytes"] > 0
         pcp = series["machines"][machine]["pcp"]
-        assert len(pcp["t"]) >= PROFILE.duration_s and len(pcp["proc_t"]) == len(pcp["proc_rss_bytes"])
+        assert len(pcp["t"]) >= PROFILE.duration_s and len(pcp["proc_t"]) == len(pcp["proc_rss_bytes"]) == len(pcp["proc_pss_bytes"])
     assert "apache_busy" not in real_summary["machines"]["tuned"]["resources"]["app_metrics"]
     assert real_summary["machines"]["default"]["resources"]["app_metrics"] == []
     tuned = series["machines"]["tuned"]["pcp"]
@@ -396,8 +398,8 @@ def test_pcp_figures(real_run: Path, real_summary: dict) -> None:
     # memory: events.json when it has the peak, else the machine's processes in PCP
     assert real_summary["machines"]["tuned"]["memory"]["peak_bytes"] == 123456789
     default_memory = real_summary["machines"]["default"]["memory"]
-    assert default_memory["peak_bytes"] == real_summary["machines"]["default"]["resources"]["proc_rss_max_bytes"]
-    assert "proc.memory.rss" in default_memory["source"]
+    assert default_memory["peak_bytes"] == real_summary["machines"]["default"]["resources"]["proc_pss_max_bytes"]
+    assert "proc.smaps.pss" in default_memory["source"]
 
 
 def test_comparison_ratios_and_sentences(real_summary: dict) -> None:
