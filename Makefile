@@ -8,7 +8,7 @@ JAR     := app/target/camel-tuning-lab-service.jar
 test: deps test-mock test-app test-integration
 
 deps:
-	tools/install-deps
+	tools/install-deps --with-vagrant
 
 # The Tomcat Native library the service's Tomcat requires, built from that Tomcat's own source.
 $(TCNATIVE): app/pom.xml app/native/build-tcnative

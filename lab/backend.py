@@ -9,12 +9,15 @@ import subprocess
 from pathlib import Path
 
 from lab.backends import local
-from lab.paths import INVENTORIES, LOCAL_ROOT, VENV
+from lab.paths import INVENTORIES, LOCAL_ROOT, REPO, VENV
 from lab.progress import StepFailed
 
 MACHINES = ("default", "tuned")
 # lab_user and lab_group of the Ansible role "lab".
 LOCAL_LAB_USER = "camellab"
+# The lab's services on a machine (supervisord programs or systemd units of the same names).
+SERVICES = ("camel-app", "httpd", "mock-service", "pmcd", "pmlogger")
+LOGS = REPO / ".cache" / "logs"
 
 
 class LocalBackend:
@@ -110,10 +113,11 @@ class SshBackend:
         return True
 
     def processes(self, name: str) -> dict[str, str]:
+        """systemd's states in supervisord's words, as the local backend reports them."""
         states = {}
-        for service in ("httpd", "camel-app", "mock-service"):
-            result = self.run_in(name, ["systemctl", "is-active", service])
-            states[service] = result.stdout.strip() or "unknown"
+        for service in SERVICES:
+            state = self.run_in(name, ["systemctl", "is-active", service]).stdout.strip()
+            states[service] = {"active": "RUNNING", "inactive": "STOPPED"}.get(state, state.upper() or "UNKNOWN")
         return states
 
     def machine_status(self, name: str) -> dict:
@@ -131,7 +135,89 @@ class SshBackend:
             return subprocess.CompletedProcess(argv, 255, "", result.stderr or result.stdout)
 
 
-def choose(name: str, inventory: Path | None):
+class VagrantBackend(SshBackend):
+    """Two VMs from the Vagrantfile, provisioned over SSH with the vagrant inventory."""
+
+    name = "vagrant"
+    emulation_note = "vagrant backend: two VMs with 512 MiB and 2 vCPUs each"
+
+    def __init__(self) -> None:
+        if not shutil.which("vagrant"):
+            raise StepFailed("--backend vagrant: 'vagrant' not found; install Vagrant with VirtualBox or "
+                             "vagrant-libvirt (Debian: apt-get install vagrant vagrant-libvirt)")
+        super().__init__(INVENTORIES / "vagrant" / "hosts.yml")
+
+    def _vagrant(self, *args: str, log: str | None = None, timeout: float = 3600) -> subprocess.CompletedProcess:
+        result = subprocess.run(["vagrant", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+        if log:
+            LOGS.mkdir(parents=True, exist_ok=True)
+            (LOGS / log).write_text(result.stdout + result.stderr)
+        return result
+
+    def up(self) -> None:
+        # Provisioning is the lab's own next step (the same playbook the Vagrantfile's provisioner runs).
+        result = self._vagrant("up", "--no-provision", log="vagrant-up.log")
+        if result.returncode != 0:
+            raise StepFailed(f"vagrant up failed (exit {result.returncode}): {_tail(result.stderr or result.stdout)}"
+                             f"\n    full log: {LOGS / 'vagrant-up.log'}")
+
+    def down(self) -> None:
+        result = self._vagrant("destroy", "--force", log="vagrant-destroy.log")
+        if result.returncode != 0:
+            raise StepFailed(f"vagrant destroy failed (exit {result.returncode}): {_tail(result.stderr)}")
+
+    def exists(self, name: str) -> bool:
+        return vagrant_states(self._vagrant("status", "--machine-readable", timeout=120).stdout).get(name) == "running"
+
+
+def vagrant_states(machine_readable: str) -> dict[str, str]:
+    """`vagrant status --machine-readable` -> {machine: state}; lines are TIME,TARGET,TYPE,DATA."""
+    states = {}
+    for line in machine_readable.splitlines():
+        fields = line.split(",", 3)
+        if len(fields) == 4 and fields[2] == "state":
+            states[fields[1]] = fields[3]
+    return states
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def kvm_usable(cpuinfo: Path = Path("/proc/cpuinfo"), device: Path = Path("/dev/kvm")) -> bool:
+    """Hardware virtualisation a guest kernel can use: /dev/kvm plus VT-x/AMD-V in the CPU flags
+    (a /dev/kvm without them, as under some nested set-ups, only emulates and crawls)."""
+    if not device.exists() or not os.access(device, os.R_OK | os.W_OK):
+        return False
+    try:
+        flags = {flag for line in cpuinfo.read_text().splitlines() if line.startswith("flags")
+                 for flag in line.split(":", 1)[1].split()}
+    except OSError:
+        return False
+    return bool(flags & {"vmx", "svm"})
+
+
+def _vagrant_plugins() -> str:
+    try:
+        return subprocess.run(["vagrant", "plugin", "list"], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def default_backend(which=shutil.which, kvm=kvm_usable, plugins=_vagrant_plugins) -> tuple[str, str]:
+    """The backend a bare ./start.sh uses, and why: Vagrant only where it has an accelerated provider."""
+    if not which("vagrant"):
+        return "local", "Vagrant is not installed"
+    if which("VBoxManage"):
+        return "vagrant", "Vagrant and VirtualBox are installed"
+    if "vagrant-libvirt" not in plugins():
+        return "local", "Vagrant is installed but neither VirtualBox nor vagrant-libvirt is"
+    if not kvm():
+        return "local", "Vagrant has libvirt but KVM is not usable here: no /dev/kvm with VT-x/AMD-V"
+    return "vagrant", "Vagrant with libvirt and KVM is available"
+
+
+def choose(name: str | None, inventory: Path | None):
     if name == "local":
         return LocalBackend()
     if name == "ssh":
@@ -139,7 +225,5 @@ def choose(name: str, inventory: Path | None):
             raise StepFailed("--backend ssh needs --inventory PATH (see ansible/inventories/ssh/hosts.example.yml)")
         return SshBackend(inventory)
     if name == "vagrant":
-        if not shutil.which("vagrant"):
-            raise StepFailed("--backend vagrant: 'vagrant' not found; install Vagrant with VirtualBox or libvirt")
-        raise StepFailed("--backend vagrant is not available yet in this version of the lab; use --backend local")
+        return VagrantBackend()
     raise StepFailed(f"unknown backend {name!r}: choose local, vagrant or ssh")

@@ -11,6 +11,9 @@ from lab import backend as backends
 from lab import experiment, load, provision, status
 from lab.backends.local import LocalBackendError
 from lab.paths import REPO
+
+# Which backend the lab that is up came from, so status, run and down find it without --backend.
+CURRENT_BACKEND = REPO / ".cache" / "backend.json"
 from lab.progress import StepFailed, step
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
@@ -18,8 +21,9 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     # default would override what was given before it.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--backend", choices=("local", "vagrant", "ssh"),
-                        default="local" if defaults else argparse.SUPPRESS,
-                        help="where the machines come from (default: local, no hypervisor needed)")
+                        default=None if defaults else argparse.SUPPRESS,
+                        help="where the machines come from (default: vagrant where it has VirtualBox or "
+                             "KVM, else local, which needs no hypervisor)")
     common.add_argument("--inventory", type=Path, default=None if defaults else argparse.SUPPRESS,
                         help="Ansible inventory for --backend ssh")
     return common
@@ -72,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if args.backend is None:
+            args.backend, args.inventory, why = _default_backend()
+            print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
         backend = backends.choose(args.backend, args.inventory)
         if args.command is None:  # the whole experiment
             return up(backend, args) or run(backend, args)
@@ -84,6 +91,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _default_backend() -> tuple[str, Path | None, str]:
+    """The backend of the lab that is up, else the best one this host has."""
+    try:
+        remembered = json.loads(CURRENT_BACKEND.read_text())
+        inventory = remembered.get("inventory")
+        return remembered["backend"], Path(inventory) if inventory else None, "the lab that is up uses it"
+    except (OSError, ValueError, KeyError):
+        name, why = backends.default_backend()
+        return name, None, why
+
+
 def up(backend, args) -> int:
     print(f"Backend: {backend.name} ({backend.emulation_note})", file=sys.stderr)
     with step("Installing what the lab needs"):
@@ -92,6 +110,9 @@ def up(backend, args) -> int:
         provision.build_service()
     with step(f"Creating the machines ({backend.name} backend)"):
         backend.up()
+    CURRENT_BACKEND.parent.mkdir(parents=True, exist_ok=True)
+    CURRENT_BACKEND.write_text(json.dumps({"backend": backend.name,
+                                           "inventory": args.inventory and str(args.inventory.resolve())}))
     with step("Provisioning both machines with Ansible"):
         result = provision.run_playbook(backend.inventory, REPO / ".cache" / "logs")
         if result.returncode != 0:
@@ -124,4 +145,5 @@ def show_status(backend, args) -> int:
 def down(backend, args) -> int:
     with step(f"Removing both machines ({backend.name} backend)"):
         backend.down()
+    CURRENT_BACKEND.unlink(missing_ok=True)
     return 0

@@ -39,7 +39,7 @@ def lab_up() -> Iterator[subprocess.CompletedProcess]:
     running = [m.netns for m in backend.machines.values() if local.status(m)["netns"]]
     assert not running, f"a lab is already running ({running}): ./start.sh down first"
     try:
-        yield start("up")
+        yield start("up", "--backend", "local")
     finally:
         start("down", timeout=300)
 
@@ -258,6 +258,12 @@ def test_a_port_in_use_is_reported_with_its_cause(status, tmp_path):
     assert http_get(status["machines"]["tuned"]["url"])[0] == 200
 
 
+def test_later_commands_use_the_backend_of_the_lab_that_is_up(status):
+    result = start("status", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Backend: local (the lab that is up uses it; --backend chooses another)" in result.stderr
+
+
 def test_down_leaves_nothing(status):
     result = start("down", timeout=300)
     assert result.returncode == 0, result.stderr
@@ -272,3 +278,4 @@ def test_down_leaves_nothing(status):
     assert str(LOCAL_ROOT) not in processes
     assert not LOCAL_ROOT.exists()
     assert subprocess.run(["id", LOCAL_LAB_USER], capture_output=True).returncode != 0
+    assert not (REPO / ".cache" / "backend.json").exists()       # nothing is up: the next start.sh chooses afresh

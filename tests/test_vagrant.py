@@ -1,0 +1,113 @@
+"""The Vagrantfile and the vagrant backend's choices, checked with the real Vagrant (no VMs here:
+tests/vagrant/ boots them under emulation, see its README)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+from lab import backend as backends  # noqa: E402
+
+VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL")
+
+
+def vagrant(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in VAGRANT_ENV_KEYS}
+    return subprocess.run(["vagrant", *args], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**clean, **env})
+
+
+def vagrantfile_settings(**env: str) -> dict:
+    """The Vagrantfile's own constants, read by Ruby with Vagrant.configure stubbed out."""
+    script = ('require "json"; module Vagrant; def self.configure(*); end; end; load "Vagrantfile"; '
+              'puts JSON.dump({box: BOX, memory: MEMORY_MB, cpus: CPUS, machines: MACHINES})')
+    clean = {k: v for k, v in os.environ.items() if k not in VAGRANT_ENV_KEYS}
+    result = subprocess.run(["ruby", "-e", script], cwd=REPO, capture_output=True, text=True, timeout=60,
+                            env={**clean, **env})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("env", [{}, {"LAB_LIBVIRT_DRIVER": "qemu", "LAB_LIBVIRT_CPU_MODEL": "qemu64",
+                                      "LAB_VAGRANT_BOX": "camel-tuning-lab/debian-12"}])
+def test_vagrant_validates_the_vagrantfile(env):
+    result = vagrant("validate", **env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "validated successfully" in result.stdout
+
+
+def test_vagrant_validate_catches_a_misspelt_provider_setting(tmp_path):
+    # What makes the check above worth having: validate reads the provider blocks, so a typo fails.
+    misspelt = (REPO / "Vagrantfile").read_text().replace("lv.cpus = CPUS", "lv.cpu = CPUS")
+    assert misspelt != (REPO / "Vagrantfile").read_text()
+    (tmp_path / "Vagrantfile").write_text(misspelt)
+    result = subprocess.run(["vagrant", "validate"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "cpu" in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
+    settings = vagrantfile_settings()
+    assert (settings["memory"], settings["cpus"]) == (512, 2)
+    assert settings["box"] == "debian/bookworm64"
+    inventory = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-inventory"), "-i",
+                                str(REPO / "ansible" / "inventories" / "vagrant" / "hosts.yml"), "--list"],
+                               capture_output=True, text=True, check=True)
+    hostvars = json.loads(inventory.stdout)["_meta"]["hostvars"]
+    assert settings["machines"] == {name: hostvars[name]["ansible_host"] for name in backends.MACHINES}
+    assert {hostvars[name]["lab_service_manager"] for name in backends.MACHINES} == {"systemd"}
+
+
+def test_the_box_comes_from_the_environment():
+    assert vagrantfile_settings(LAB_VAGRANT_BOX="my/box")["box"] == "my/box"
+
+
+def test_vagrant_status_lines_become_states():
+    text = ("1700000000,default,metadata,provider,libvirt\n"
+            "1700000000,default,state,running\n"
+            "1700000000,tuned,state,not_created\n"
+            "1700000000,,ui,info,Current machine states:\\n\\ndefault  running (libvirt)\n")
+    assert backends.vagrant_states(text) == {"default": "running", "tuned": "not_created"}
+
+
+def _cpuinfo(tmp_path: Path, flags: str) -> Path:
+    path = tmp_path / "cpuinfo"
+    path.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\nflags\t\t: fpu sse2 {flags}\n")
+    return path
+
+
+def test_kvm_is_usable_only_with_the_device_and_hardware_virtualisation(tmp_path):
+    device = tmp_path / "kvm"
+    device.write_text("")
+    assert backends.kvm_usable(_cpuinfo(tmp_path, "vmx"), device)
+    assert backends.kvm_usable(_cpuinfo(tmp_path, "svm"), device)
+    assert not backends.kvm_usable(_cpuinfo(tmp_path, "hypervisor"), device)     # /dev/kvm that only emulates
+    assert not backends.kvm_usable(_cpuinfo(tmp_path, "vmx"), tmp_path / "absent")
+
+
+@pytest.mark.parametrize("tools, plugins, kvm, expected", [
+    (set(), "", True, "local"),
+    ({"vagrant", "VBoxManage"}, "", False, "vagrant"),
+    ({"vagrant"}, "vagrant-libvirt (0.11.2, system)", True, "vagrant"),
+    ({"vagrant"}, "vagrant-libvirt (0.11.2, system)", False, "local"),
+    ({"vagrant"}, "No plugins installed.", True, "local"),
+])
+def test_vagrant_is_the_default_only_with_an_accelerated_provider(tools, plugins, kvm, expected):
+    name, why = backends.default_backend(which=lambda tool: tool in tools and f"/usr/bin/{tool}",
+                                         kvm=lambda: kvm, plugins=lambda: plugins)
+    assert name == expected and why
+
+
+def test_start_sh_says_which_backend_it_chose_and_why():
+    expected, why = backends.default_backend()
+    current = REPO / ".cache" / "backend.json"
+    if current.exists():   # a lab is up: its backend is used, whatever this host has
+        expected, why = json.loads(current.read_text())["backend"], "the lab that is up uses it"
+    result = subprocess.run([str(REPO / "start.sh"), "status", "--json"], capture_output=True, text=True, timeout=600)
+    assert f"Backend: {expected} ({why}; --backend chooses another)" in result.stderr, result.stderr
