@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.backends import local
-from lab.paths import INVENTORIES, LOCAL_ROOT, REPO, VENV
+from lab.paths import ANSIBLE_DIR, INVENTORIES, LOCAL_ROOT, REPO, VENV
 from lab.progress import StepFailed
 
 MACHINES = ("default", "tuned")
@@ -20,10 +23,24 @@ SERVICES = ("camel-app", "httpd", "mock-service", "pmcd", "pmlogger")
 LOGS = REPO / ".cache" / "logs"
 
 
+@dataclass
+class Pulled:
+    """Files copied from a machine, and what went wrong if not all could be."""
+    files: list[Path] = field(default_factory=list)
+    problem: str | None = None
+
+
+def _role_default_lab_home() -> str:
+    """lab_home as the lab role sets it, for machines whose inventory does not."""
+    text = (ANSIBLE_DIR / "roles" / "lab" / "defaults" / "main.yml").read_text()
+    return re.search(r"^lab_home:\s*(\S+)", text, re.M)[1]
+
+
 class LocalBackend:
     """Each machine is a network namespace plus a cgroup on this host (lab/backends/local.py)."""
 
     name = "local"
+    service_manager = "supervisord"
     inventory = INVENTORIES / "local" / "hosts.yml"
     emulation_note = ("local backend: both machines share this host's kernel and cores; each is limited to "
                       "512 MiB and 2 CPUs by a cgroup, but they compete for the same physical CPUs")
@@ -69,6 +86,22 @@ class LocalBackend:
         """The machine's lab_home, readable from this host: the evidence is collected from there."""
         return self.machines[name].root
 
+    def remove(self, name: str, glob: str) -> None:
+        for path in self.home(name).glob(glob):
+            path.unlink()
+
+    def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
+        """Copies the files matching globs (under lab_home) to destination, keeping their paths."""
+        home, pulled = self.home(name), Pulled()
+        for glob in globs:
+            for source in sorted(home.glob(glob)):
+                if source.is_file():
+                    copy = destination / source.relative_to(home)
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(source, copy)
+                    pulled.files.append(copy)
+        return pulled
+
     def begin_measurement(self, name: str) -> None:
         local.reset_memory_peak(self.machines[name])
 
@@ -80,6 +113,7 @@ class SshBackend:
     """Real hosts named default and tuned in an Ansible inventory; commands go through Ansible."""
 
     name = "ssh"
+    service_manager = "systemd"
     emulation_note = "ssh backend: two real hosts"
 
     def __init__(self, inventory: Path) -> None:
@@ -124,15 +158,74 @@ class SshBackend:
         return {"name": name, "address": self.address(name)}
 
     def run_in(self, name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
-        env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1"}
-        result = subprocess.run([str(VENV / "bin" / "ansible"), name, "-i", str(self.inventory), "-m",
-                                 "ansible.builtin.command", "-a", " ".join(argv)],
-                                capture_output=True, text=True, timeout=timeout, env=env)
+        return self._module(name, "ansible.builtin.command", json.dumps({"argv": argv}), argv, timeout)
+
+    def _shell(self, name: str, script: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return self._module(name, "ansible.builtin.shell", script, [script], timeout)
+
+    def _module(self, name: str, module: str, args: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+        env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+               "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
+        try:
+            result = subprocess.run([str(VENV / "bin" / "ansible"), name, "-i", str(self.inventory), "-m", module,
+                                     "-a", args], capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(argv, 124, "", f"no answer from {name} within {timeout:.0f} s")
         try:
             task = json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"][name]
-            return subprocess.CompletedProcess(argv, task.get("rc", 1), task.get("stdout", ""), task.get("stderr", ""))
+            return subprocess.CompletedProcess(argv, task.get("rc", 1), task.get("stdout", ""),
+                                               task.get("stderr", "") or task.get("msg", ""))
         except (ValueError, KeyError, IndexError):
             return subprocess.CompletedProcess(argv, 255, "", result.stderr or result.stdout)
+
+    def control(self, name: str, action: str, service: str) -> subprocess.CompletedProcess:
+        """start/stop/status a service under the machine's systemd."""
+        return self.run_in(name, ["systemctl", action, service])
+
+    def home(self, name: str) -> str:
+        """The machine's lab_home (a path on the machine, not on this host)."""
+        return self.hostvars[name].get("lab_home") or _role_default_lab_home()
+
+    def remove(self, name: str, glob: str) -> None:
+        result = self._shell(name, f"rm -f -- {self.home(name)}/{glob}")
+        if result.returncode != 0:
+            raise StepFailed(f"{name}: could not remove {glob}: {result.stderr.strip()}")
+
+    def begin_measurement(self, name: str) -> None:
+        pass  # a real machine's kernel counters need no reset: memory_events gives a baseline
+
+    def memory_events(self, name: str) -> dict:
+        """OOM kills so far, from the machine's kernel (the whole machine is the lab's)."""
+        vmstat = self.run_in(name, ["cat", "/proc/vmstat"]).stdout
+        kills = re.search(r"^oom_kill (\d+)$", vmstat, re.M)
+        return {"oom_kills": int(kills[1]) if kills else None, "peak_memory_bytes": None}
+
+    def journal(self, name: str, since: float, until: float) -> str:
+        """What systemd logged about the lab's services during the run."""
+        units = [arg for service in SERVICES for arg in ("-u", service)]
+        return self.run_in(name, ["journalctl", "--no-pager", "-o", "short-unix", "--since", f"@{int(since)}",
+                                  "--until", f"@{int(until) + 2}", *units], timeout=60).stdout
+
+    def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
+        """Copies the files matching globs (under lab_home) to destination over SSH (ansible/fetch.yml)."""
+        with tempfile.TemporaryDirectory(prefix="lab-fetch-") as scratch:
+            settings = Path(scratch) / "fetch.json"
+            settings.write_text(json.dumps({"lab_fetch_root": self.home(name), "lab_fetch_globs": globs,
+                                            "lab_fetch_dest": str(Path(scratch) / "files")}))
+            env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
+            result = subprocess.run([str(VENV / "bin" / "ansible-playbook"), "-i", str(self.inventory),
+                                     str(ANSIBLE_DIR / "fetch.yml"), "--limit", name, "-e", f"@{settings}"],
+                                    capture_output=True, text=True, env=env, timeout=1800)
+            fetched = Path(scratch) / "files" / name
+            pulled = Pulled(problem=None if result.returncode == 0 else
+                            f"ansible-playbook fetch.yml exit {result.returncode}: {_tail(result.stdout, 5)}")
+            for source in sorted(fetched.rglob("*")) if fetched.is_dir() else []:
+                if source.is_file():
+                    copy = destination / source.relative_to(fetched)
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(source, copy)
+                    pulled.files.append(copy)
+        return pulled
 
 
 class VagrantBackend(SshBackend):

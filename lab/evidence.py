@@ -12,24 +12,36 @@ from pathlib import Path
 from lab.progress import StepFailed
 
 ARCHIVE = "current"  # pmlogger's archive on the machine (ansible/roles/pcp/tasks/service.yml)
-# Files worth keeping, relative to the machine's lab_home: where -> what.
-LOGS = {
+PMCD_PORT = 44321    # pcp_pmcd_port (ansible/roles/pcp/defaults/main.yml)
+# What a run leaves on a machine, relative to its lab_home: folder in the run folder -> globs.
+EVIDENCE = {
+    "pcp": [f"pcp/archives/{ARCHIVE}.*"],
+    "gc": ["app/gc/gc.log*"],
     "logs": ["app/logs/app.log", "httpd/logs/error.log", "logs/camel-app.out", "logs/httpd.out",
              "logs/mock-service.out", "logs/pmcd.out", "logs/supervisord.log", "pcp/logs/pmcd.log",
              "pcp/logs/linux.log", "pcp/logs/proc.log", "pcp/logs/apache.log",
              "pcp/logs/openmetrics.log", "pcp/archives/pmlogger.log"],
+    "crash": ["app/hs_err_pid*.log", "app/dumps/*.hprof"],
 }
 # supervisord's log line for a process that ended: "2026-11-22 05:07:41,123 WARN exited: camel-app (terminated by SIGKILL; not expected)"
 EXITED = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ \w+ exited: (\S+) \((.+?)\)$", re.M)
+# systemd's, in `journalctl -o short-unix`: "1763790461.123456 lab-tuned systemd[1]: camel-app.service: Main
+# process exited, code=killed, status=9/KILL", and the OOM killer's verdict on a unit.
+SYSTEMD_EXITED = re.compile(r"^(\d+\.\d+) \S+ systemd\[1\]: ([\w@.-]+)\.service: "
+                            r"(Main process exited, code=\w+, status=\S+|A process of this unit has been killed by the OOM killer)",
+                            re.M)
+# The lab's own processes whose end is part of the run, not news: the logger stops when the load does.
+EXPECTED_TO_STOP = {"pmlogger"}
 
 
 def start_recording(backend, name: str) -> dict:
     """A fresh PCP archive for this run, and the machine's peak-memory counter restarted; returns
     the kernel's memory counters before the run, to count what happens during it."""
-    archives = backend.home(name) / "pcp" / "archives"
-    for old in archives.glob(f"{ARCHIVE}.*"):
-        old.unlink()
+    backend.remove(name, f"pcp/archives/{ARCHIVE}.*")
     backend.begin_measurement(name)
+    # pmlogger records the service's metrics the openmetrics agent knows when it starts; a fetch
+    # makes the agent scrape the service again and learn names that appeared since (see site.yml).
+    backend.run_in(name, ["pminfo", "-h", f"127.0.0.1:{PMCD_PORT}", "-f", "openmetrics.app"], timeout=60)
     result = backend.control(name, "start", "pmlogger")
     if result.returncode != 0:
         raise StepFailed(f"{name}: pmlogger did not start: {result.stdout.strip()} {result.stderr.strip()}")
@@ -40,22 +52,24 @@ def stop_recording(backend, name: str) -> None:
     backend.control(name, "stop", "pmlogger")
 
 
-def _copy(source: Path, destination: Path) -> bool:
-    if not source.is_file():
-        return False
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(source, destination)
-    return True
-
-
 def process_exits(supervisord_log: Path, since: float, until: float) -> list[dict]:
     """Processes supervisord saw end during the run, with the reason it gave."""
     exits = []
     text = supervisord_log.read_text(errors="replace") if supervisord_log.is_file() else ""
     for stamp, process, reason in EXITED.findall(text):
         at = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
-        if since <= at <= until + 1 and process != "pmlogger":
+        if since <= at <= until + 1 and process not in EXPECTED_TO_STOP:
             exits.append({"process": process, "at": at, "reason": reason})
+    return exits
+
+
+def systemd_exits(journal: str, since: float, until: float) -> list[dict]:
+    """The same from systemd's journal (machines where the services are systemd units)."""
+    exits = []
+    for stamp, unit, reason in SYSTEMD_EXITED.findall(journal):
+        at = float(stamp)
+        if since <= at <= until + 1 and unit not in EXPECTED_TO_STOP:
+            exits.append({"process": unit, "at": at, "reason": reason})
     return exits
 
 
@@ -68,26 +82,29 @@ def _memory_during_run(before: dict, after: dict) -> dict:
 
 def collect(backend, name: str, run_dir: Path, started_at: float, ended_at: float, memory_before: dict) -> dict:
     """Copies one machine's evidence into run_dir/machines/<name>/; returns what was found missing."""
-    home = backend.home(name)
     target = run_dir / "machines" / name
-    missing = []
-    for part in (home / "pcp" / "archives").glob(f"{ARCHIVE}.*"):
-        _copy(part, target / "pcp" / part.name.replace(ARCHIVE, name, 1))
-    if not (target / "pcp").is_dir():
-        missing.append("PCP archive")
-    gc_logs = sorted((home / "app" / "gc").glob("gc.log*"))
-    for log in gc_logs:
-        _copy(log, target / "gc" / log.name)
-    if not gc_logs:
-        missing.append("GC log")
-    for folder, files in LOGS.items():
-        for relative in files:
-            _copy(home / relative, target / folder / Path(relative).name)
-    for crash in [*(home / "app").glob("hs_err_pid*.log"), *(home / "app" / "dumps").glob("*.hprof")]:
-        _copy(crash, target / "crash" / crash.name)
-    events = {"process_exits": process_exits(home / "logs" / "supervisord.log", started_at, ended_at),
-              **_memory_during_run(memory_before, backend.memory_events(name)), "missing": missing,
-              "collected_at": time.time()}
+    staging = target / ".pulled"
+    pulled = backend.pull(name, [glob for globs in EVIDENCE.values() for glob in globs], staging)
+    for folder, globs in EVIDENCE.items():
+        for glob in globs:
+            for source in sorted(staging.glob(glob)):
+                # The archive is named after the machine, so both runs' archives can sit side by side.
+                file_name = source.name.replace(ARCHIVE, name, 1) if folder == "pcp" else source.name
+                (target / folder).mkdir(parents=True, exist_ok=True)
+                shutil.move(source, target / folder / file_name)
+    shutil.rmtree(staging, ignore_errors=True)
+    missing = [what for folder, what in (("pcp", "PCP archive"), ("gc", "GC log")) if not (target / folder).is_dir()]
+    if pulled.problem:
+        missing.append(f"files from the machine ({pulled.problem})")
+    if backend.service_manager == "systemd":
+        journal = backend.journal(name, started_at, ended_at)
+        (target / "logs").mkdir(parents=True, exist_ok=True)
+        (target / "logs" / "journal.log").write_text(journal)
+        exits = systemd_exits(journal, started_at, ended_at)
+    else:
+        exits = process_exits(target / "logs" / "supervisord.log", started_at, ended_at)
+    events = {"process_exits": exits, **_memory_during_run(memory_before, backend.memory_events(name)),
+              "missing": missing, "collected_at": time.time()}
     target.mkdir(parents=True, exist_ok=True)
     (target / "events.json").write_text(json.dumps(events, indent=2))
     return events

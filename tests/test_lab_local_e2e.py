@@ -17,7 +17,7 @@ from conftest import REPO, http_get
 
 sys.path.insert(0, str(REPO))
 from lab import provision  # noqa: E402
-from lab.backend import LOCAL_LAB_USER, LocalBackend  # noqa: E402
+from lab.backend import LOCAL_LAB_USER, LocalBackend, SshBackend  # noqa: E402
 from lab.backends import local  # noqa: E402
 from lab.paths import LOCAL_ROOT  # noqa: E402
 
@@ -256,6 +256,20 @@ def test_a_port_in_use_is_reported_with_its_cause(status, tmp_path):
     recovered = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned")
     assert recovered.returncode == 0, recovered.log.read_text()[-3000:]
     assert http_get(status["machines"]["tuned"]["url"])[0] == 200
+
+
+def test_fetching_over_ansible_brings_the_machines_files(status, tmp_path):
+    # How runs on VMs and SSH hosts collect their evidence (ansible/fetch.yml), here through the
+    # local inventory's connection: the same playbook and modules as over SSH.
+    remote = SshBackend(LocalBackend.inventory)
+    home = LocalBackend().home("tuned")
+    globs = ["app/gc/gc.log*", "httpd/*.conf", "no/such/*.file"]
+    pulled = remote.pull("tuned", globs, tmp_path)
+    assert pulled.problem is None
+    expected = sorted(path.relative_to(home) for glob in globs for path in home.glob(glob) if path.is_file())
+    assert expected and sorted(path.relative_to(tmp_path) for path in pulled.files) == expected
+    config = next(path for path in expected if path.suffix == ".conf")
+    assert (tmp_path / config).read_bytes() == (home / config).read_bytes()
 
 
 def test_later_commands_use_the_backend_of_the_lab_that_is_up(status):

@@ -14,6 +14,7 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO))
 from lab import backend as backends  # noqa: E402
+from lab import evidence  # noqa: E402
 
 VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL")
 
@@ -111,3 +112,17 @@ def test_start_sh_says_which_backend_it_chose_and_why():
         expected, why = json.loads(current.read_text())["backend"], "the lab that is up uses it"
     result = subprocess.run([str(REPO / "start.sh"), "status", "--json"], capture_output=True, text=True, timeout=600)
     assert f"Backend: {expected} ({why}; --backend chooses another)" in result.stderr, result.stderr
+
+
+def test_systemds_journal_tells_which_service_died_and_how():
+    journal = (
+        "1763790000.000001 lab-tuned systemd[1]: Started camel-app.service - camel-tuning-lab Camel service.\n"
+        "1763790100.500000 lab-tuned systemd[1]: camel-app.service: A process of this unit has been killed by the OOM killer.\n"
+        "1763790100.600000 lab-tuned systemd[1]: camel-app.service: Main process exited, code=killed, status=9/KILL\n"
+        "1763790100.700000 lab-tuned systemd[1]: camel-app.service: Failed with result 'oom-kill'.\n"
+        "1763790200.000000 lab-tuned systemd[1]: pmlogger.service: Main process exited, code=exited, status=1/FAILURE\n"
+        "1763799999.000000 lab-tuned systemd[1]: httpd.service: Main process exited, code=exited, status=1/FAILURE\n")
+    exits = evidence.systemd_exits(journal, since=1763790000, until=1763790300)
+    assert exits == [
+        {"process": "camel-app", "at": 1763790100.5, "reason": "A process of this unit has been killed by the OOM killer"},
+        {"process": "camel-app", "at": 1763790100.6, "reason": "Main process exited, code=killed, status=9/KILL"}]
