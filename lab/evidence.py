@@ -81,14 +81,14 @@ def _memory_during_run(before: dict, after: dict) -> dict:
 
 
 def collect(backend, name: str, run_dir: Path, started_at: float, ended_at: float, memory_before: dict) -> dict:
-    """Copies one machine's evidence into run_dir/machines/<name>/; returns what was found missing."""
+    """Copies one machine's evidence into run_dir/machines/<name>/; returns its events (deaths, OOM kills, gaps)."""
     target = run_dir / "machines" / name
     staging = target / ".pulled"
     pulled = backend.pull(name, [glob for globs in EVIDENCE.values() for glob in globs], staging)
     for folder, globs in EVIDENCE.items():
         for glob in globs:
             for source in sorted(staging.glob(glob)):
-                # The archive is named after the machine, so both runs' archives can sit side by side.
+                # The archive is named after the machine, so both machines' archives can sit side by side.
                 file_name = source.name.replace(ARCHIVE, name, 1) if folder == "pcp" else source.name
                 (target / folder).mkdir(parents=True, exist_ok=True)
                 shutil.move(source, target / folder / file_name)
