@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab import evidence, load, status
 from lab.backend import MACHINES
-from lab.paths import ANSIBLE_DIR, INVENTORIES, REPO, VENV
+from lab.paths import ANSIBLE_DIR, REPO, VENV
 from lab.progress import StepFailed, info, step
 
 RUNS = REPO / "runs"

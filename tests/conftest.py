@@ -46,6 +46,18 @@ def http_get(url: str, timeout: float = 10.0) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+def wait_for(check: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
+    """The check's first truthy result within the timeout; fails the test naming what never came."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout:.0f} s (last: {result!r})")
+        time.sleep(0.1)
+
+
 def eventually(check: Callable[[], object], timeout: float = 5.0) -> object:
     """The check's first truthy result within the timeout, else its last result."""
     deadline = time.monotonic() + timeout

@@ -5,7 +5,6 @@ import json
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml

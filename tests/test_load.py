@@ -6,7 +6,6 @@ about two minutes once JMeter is assembled (the first prepare() downloads it: ~1
 from __future__ import annotations
 
 import csv
-import os
 import signal
 import subprocess
 import sys

@@ -12,8 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -22,30 +20,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from conftest import http_get, wait_for  # noqa: E402
 from lab.backends import local  # noqa: E402
 from lab.backends.local import LocalBackendError, Machine  # noqa: E402
 
 PREFIX = "ctlt"
 SYSTEM_PYTHON = "/usr/bin/python3"  # readable by unprivileged users, unlike a venv under /root
 MiB = 1024 * 1024
-
-
-def wait_for(check: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {timeout:.0f} s (last: {result!r})")
-        time.sleep(0.1)
-
-
-def http_status(url: str) -> int:
-    """GET without any proxy from the environment: the request must go straight to the machine."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(url, timeout=3) as reply:
-        return reply.status
 
 
 def proc_cgroups(pid: int) -> dict[str, str]:
@@ -135,7 +116,7 @@ def test_host_reaches_a_program_run_unprivileged_inside_the_machine(make_machine
 
     def answers() -> bool:
         try:
-            return http_status(f"http://{m.address}:8000/") == 200
+            return http_get(f"http://{m.address}:8000/", timeout=3)[0] == 200
         except OSError:
             return False
     wait_for(answers, what=f"HTTP 200 from {m.address}:8000")

@@ -15,7 +15,6 @@ Small JMeter CSVs with known values check the figures exactly. The whole file ta
 """
 from __future__ import annotations
 
-import copy
 import csv
 import dataclasses
 import json
@@ -27,14 +26,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO, Process, free_port, http_get, spawn
+from conftest import REPO, Process, free_port, http_get, spawn, wait_for
 
 sys.path.insert(0, str(REPO))
 from lab import gc as gclog  # noqa: E402
@@ -51,15 +49,6 @@ PAUSE_LINE = re.compile(r"\]\[gc\s*\] GC\(\d+\) Pause .*ms$")
 
 
 # ------------------------------------------------------------------------------------ the real run
-
-def _wait(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"no {what} within {timeout:.0f} s")
-
 
 def _write_metrics(path: Path, busy: int) -> None:
     """A Prometheus text file as the service's /actuator/prometheus writes it, replaced atomically."""
@@ -109,7 +98,7 @@ def _start_pcp(pcp: Path, processes: list[Process], metrics_file: Path) -> int:
         done = subprocess.run(["pminfo", "-h", f"127.0.0.1:{port}", "-f", "openmetrics.app.tomcat_threads_busy_threads"],
                               capture_output=True, text=True, env=summary._pcp_env())
         return done.returncode == 0 and "value" in done.stdout
-    _wait(answers, 30, "pmcd answering with the openmetrics agent")
+    wait_for(answers, 30, "pmcd answering with the openmetrics agent")
     return port
 
 
