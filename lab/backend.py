@@ -249,7 +249,8 @@ class VagrantBackend(SshBackend):
 
     def up(self) -> None:
         # Provisioning is the lab's own next step (the same playbook the Vagrantfile's provisioner runs).
-        result = self._vagrant("up", "--no-provision", log="vagrant-up.log")
+        # One after the other: libvirt's parallel start races the network set-up of the first VM.
+        result = self._vagrant("up", "--no-provision", "--no-parallel", log="vagrant-up.log")
         if result.returncode != 0:
             raise StepFailed(f"vagrant up failed (exit {result.returncode}): {_tail(result.stderr or result.stdout)}"
                              f"\n    full log: {LOGS / 'vagrant-up.log'}")

@@ -16,7 +16,8 @@ sys.path.insert(0, str(REPO))
 from lab import backend as backends  # noqa: E402
 from lab import evidence  # noqa: E402
 
-VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL")
+VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL",
+                    "LAB_VAGRANT_MEMORY_MB")
 
 
 def vagrant(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -65,8 +66,9 @@ def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
     assert {hostvars[name]["lab_service_manager"] for name in backends.MACHINES} == {"systemd"}
 
 
-def test_the_box_comes_from_the_environment():
-    assert vagrantfile_settings(LAB_VAGRANT_BOX="my/box")["box"] == "my/box"
+def test_the_box_and_the_memory_come_from_the_environment():
+    settings = vagrantfile_settings(LAB_VAGRANT_BOX="my/box", LAB_VAGRANT_MEMORY_MB="1024")
+    assert (settings["box"], settings["memory"], settings["cpus"]) == ("my/box", 1024, 2)
 
 
 def test_vagrant_status_lines_become_states():
