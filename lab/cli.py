@@ -11,10 +11,10 @@ from lab import backend as backends
 from lab import experiment, load, provision, status
 from lab.backends.local import LocalBackendError
 from lab.paths import REPO
+from lab.progress import StepFailed, step
 
 # Which backend the lab that is up came from, so status, run and down find it without --backend.
 CURRENT_BACKEND = REPO / ".cache" / "backend.json"
-from lab.progress import StepFailed, step
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
     # Accepted before and after the command; only the top level sets defaults, or a command's
@@ -91,19 +91,27 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _default_backend() -> tuple[str, Path | None, str]:
-    """The backend of the lab that is up, else the best one this host has."""
+def _remembered_backend() -> dict:
+    """What `up` wrote about the lab that is up: {"backend": ..., "inventory": ...}, or {}."""
     try:
         remembered = json.loads(CURRENT_BACKEND.read_text())
+    except (OSError, ValueError):
+        return {}
+    return remembered if isinstance(remembered, dict) and remembered.get("backend") else {}
+
+
+def _default_backend() -> tuple[str, Path | None, str]:
+    """The backend of the lab that is up, else the best one this host has."""
+    remembered = _remembered_backend()
+    if remembered:
         inventory = remembered.get("inventory")
         return remembered["backend"], Path(inventory) if inventory else None, "the lab that is up uses it"
-    except (OSError, ValueError, KeyError):
-        name, why = backends.default_backend()
-        return name, None, why
+    name, why = backends.default_backend()
+    return name, None, why
 
 
 def up(backend, args) -> int:
-    print(f"Backend: {backend.name} ({backend.emulation_note})", file=sys.stderr)
+    print(f"Machines: {backend.emulation_note}", file=sys.stderr)
     with step("Installing what the lab needs"):
         provision.install_dependencies()
     with step("Building the service"):
@@ -145,5 +153,6 @@ def show_status(backend, args) -> int:
 def down(backend, args) -> int:
     with step(f"Removing both machines ({backend.name} backend)"):
         backend.down()
-    CURRENT_BACKEND.unlink(missing_ok=True)
+    if _remembered_backend().get("backend") == backend.name:   # the lab that was up is gone
+        CURRENT_BACKEND.unlink(missing_ok=True)
     return 0
