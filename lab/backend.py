@@ -30,6 +30,18 @@ class Pulled:
     problem: str | None = None
 
 
+def _place(sources: list[Path], root: Path, destination: Path, transfer) -> list[Path]:
+    """Copies or moves (transfer) the files among sources to destination, at their paths under root."""
+    placed = []
+    for source in sources:
+        if source.is_file():
+            target = destination / source.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            transfer(source, target)
+            placed.append(target)
+    return placed
+
+
 def _role_default_lab_home() -> str:
     """lab_home as the lab role sets it, for machines whose inventory does not."""
     text = (ANSIBLE_DIR / "roles" / "lab" / "defaults" / "main.yml").read_text()
@@ -92,15 +104,9 @@ class LocalBackend:
 
     def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
         """Copies the files matching globs (under lab_home) to destination, keeping their paths."""
-        home, pulled = self.home(name), Pulled()
-        for glob in globs:
-            for source in sorted(home.glob(glob)):
-                if source.is_file():
-                    copy = destination / source.relative_to(home)
-                    copy.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(source, copy)
-                    pulled.files.append(copy)
-        return pulled
+        home = self.home(name)
+        sources = [source for glob in globs for source in sorted(home.glob(glob))]
+        return Pulled(_place(sources, home, destination, shutil.copy2))
 
     def begin_measurement(self, name: str) -> None:
         local.reset_memory_peak(self.machines[name])
@@ -217,15 +223,9 @@ class SshBackend:
                                      str(ANSIBLE_DIR / "fetch.yml"), "--limit", name, "-e", f"@{settings}"],
                                     capture_output=True, text=True, env=env, timeout=1800)
             fetched = Path(scratch) / "files" / name
-            pulled = Pulled(problem=None if result.returncode == 0 else
-                            f"ansible-playbook fetch.yml exit {result.returncode}: {_tail(result.stdout, 5)}")
-            for source in sorted(fetched.rglob("*")) if fetched.is_dir() else []:
-                if source.is_file():
-                    copy = destination / source.relative_to(fetched)
-                    copy.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.move(source, copy)
-                    pulled.files.append(copy)
-        return pulled
+            return Pulled(_place(sorted(fetched.rglob("*")), fetched, destination, shutil.move),
+                          problem=None if result.returncode == 0 else
+                          f"ansible-playbook fetch.yml exit {result.returncode}: {_tail(result.stdout, 5)}")
 
 
 class VagrantBackend(SshBackend):
