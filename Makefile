@@ -3,9 +3,9 @@ PYTHON  := .venv/bin/python
 TCNATIVE := app/target/tcnative/lib/libtcnative-1.so
 JAR     := app/target/camel-tuning-lab-service.jar
 
-.PHONY: test deps test-mock test-app test-integration bench-mock clean
+.PHONY: test deps test-mock test-app test-integration test-vagrant bench-mock clean
 
-test: deps test-mock test-app test-integration
+test: deps test-mock test-app test-integration test-vagrant
 
 deps:
 	tools/install-deps --with-vagrant
@@ -25,6 +25,11 @@ test-app: deps $(TCNATIVE)
 test-integration: deps $(TCNATIVE)
 	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
 	$(PYTHON) -m pytest tests
+
+# Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~25 min).
+test-vagrant: deps
+	tools/install-deps --with-vm-test
+	tests/vagrant/run
 
 bench-mock: deps
 	$(PYTHON) mock-service/bench.py

@@ -232,7 +232,12 @@ class VagrantBackend(SshBackend):
     """Two VMs from the Vagrantfile, provisioned over SSH with the vagrant inventory."""
 
     name = "vagrant"
-    emulation_note = "vagrant backend: two VMs with 512 MiB and 2 vCPUs each"
+
+    @property
+    def emulation_note(self) -> str:
+        # The Vagrantfile sizes the VMs from the same variable, with the same default.
+        memory_mb = os.environ.get("LAB_VAGRANT_MEMORY_MB", "512")
+        return f"vagrant backend: two VMs with {memory_mb} MiB and 2 vCPUs each"
 
     def __init__(self) -> None:
         if not shutil.which("vagrant"):

@@ -66,9 +66,14 @@ def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
     assert {hostvars[name]["lab_service_manager"] for name in backends.MACHINES} == {"systemd"}
 
 
-def test_the_box_and_the_memory_come_from_the_environment():
+def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):
     settings = vagrantfile_settings(LAB_VAGRANT_BOX="my/box", LAB_VAGRANT_MEMORY_MB="1024")
     assert (settings["box"], settings["memory"], settings["cpus"]) == ("my/box", 1024, 2)
+    # What the report says of the machines follows the same variable, with the same default.
+    monkeypatch.setenv("LAB_VAGRANT_MEMORY_MB", "1024")
+    assert "two VMs with 1024 MiB and 2 vCPUs" in backends.VagrantBackend().emulation_note
+    monkeypatch.delenv("LAB_VAGRANT_MEMORY_MB")
+    assert f"two VMs with {vagrantfile_settings()['memory']} MiB" in backends.VagrantBackend().emulation_note
 
 
 def test_vagrant_status_lines_become_states():
