@@ -11,7 +11,7 @@ from lab import backend as backends
 from lab import experiment, load, provision, status
 from lab.backends.local import LocalBackendError
 from lab.paths import REPO
-from lab.progress import StepFailed, step
+from lab.progress import StepFailed, info, step
 
 # Which backend the lab that is up came from, so status, run and down find it without --backend.
 CURRENT_BACKEND = REPO / ".cache" / "backend.json"
@@ -125,6 +125,9 @@ def up(backend, args) -> int:
         result = provision.run_playbook(backend.inventory, REPO / ".cache" / "logs")
         if result.returncode != 0:
             raise StepFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}")
+        # What this run changed: everything at first, only an edited knob later, nothing when all is in place.
+        info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in backends.MACHINES)
+             + f"; full log: {result.log}")
     with step("Checking each machine answers through HTTPD"):
         machines = {name: status.observe(backend, name) for name in backends.MACHINES}
         broken = [f"{name}: {m['url']} -> {m.get('http_status')}" for name, m in machines.items()

@@ -59,6 +59,7 @@ def test_up_reports_each_step_with_its_time(lab_up):
                   "Provisioning both machines with Ansible", "Checking each machine answers through HTTPD"):
         assert f"==> {title}" in lab_up.stderr
     assert lab_up.stderr.count("    done in ") == 5
+    assert re.search(r"^    changed: default [1-9]\d*, tuned [1-9]\d*; full log: \S+ansible-\S+\.log$", lab_up.stderr, re.M)
     assert "http://10.213.1.2/svc/camel/mock" in lab_up.stderr and "http://10.213.2.2/svc/camel/mock" in lab_up.stderr
 
 
