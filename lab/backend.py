@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -244,6 +245,8 @@ class VagrantBackend(SshBackend):
             raise StepFailed("--backend vagrant: 'vagrant' not found; install Vagrant with VirtualBox or "
                              "vagrant-libvirt (Debian: apt-get install vagrant vagrant-libvirt)")
         super().__init__(INVENTORIES / "vagrant" / "hosts.yml")
+        self._states: dict[str, str] = {}
+        self._states_read_at = float("-inf")
 
     def _vagrant(self, *args: str, log: str | None = None, timeout: float = 3600) -> subprocess.CompletedProcess:
         result = subprocess.run(["vagrant", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
@@ -255,18 +258,24 @@ class VagrantBackend(SshBackend):
     def up(self) -> None:
         # Provisioning is the lab's own next step (the same playbook the Vagrantfile's provisioner runs).
         # One after the other: libvirt's parallel start races the network set-up of the first VM.
+        self._states_read_at = float("-inf")
         result = self._vagrant("up", "--no-provision", "--no-parallel", log="vagrant-up.log")
         if result.returncode != 0:
             raise StepFailed(f"vagrant up failed (exit {result.returncode}): {_tail(result.stderr or result.stdout)}"
                              f"\n    full log: {LOGS / 'vagrant-up.log'}")
 
     def down(self) -> None:
+        self._states_read_at = float("-inf")
         result = self._vagrant("destroy", "--force", log="vagrant-destroy.log")
         if result.returncode != 0:
             raise StepFailed(f"vagrant destroy failed (exit {result.returncode}): {_tail(result.stderr)}")
 
     def exists(self, name: str) -> bool:
-        return vagrant_states(self._vagrant("status", "--machine-readable", timeout=120).stdout).get(name) == "running"
+        # One `vagrant status` (2-3 s) answers for both VMs: reused for a few seconds, as status asks per VM.
+        if time.monotonic() - self._states_read_at > 10:
+            self._states = vagrant_states(self._vagrant("status", "--machine-readable", timeout=120).stdout)
+            self._states_read_at = time.monotonic()
+        return self._states.get(name) == "running"
 
 
 def vagrant_states(machine_readable: str) -> dict[str, str]:

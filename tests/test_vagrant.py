@@ -84,6 +84,20 @@ def test_vagrant_status_lines_become_states():
     assert backends.vagrant_states(text) == {"default": "running", "tuned": "not_created"}
 
 
+def test_one_vagrant_status_answers_for_both_vms(monkeypatch):
+    calls = []
+    def fake_vagrant(*args, **kwargs):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 0, "1,default,state,running\n1,tuned,state,poweroff\n", "")
+    vagrant_backend = backends.VagrantBackend()
+    monkeypatch.setattr(vagrant_backend, "_vagrant", fake_vagrant)
+    assert [vagrant_backend.exists(name) for name in ("default", "tuned")] == [True, False]
+    assert calls == [("status", "--machine-readable")]
+    vagrant_backend._states_read_at -= 11    # a later question reads the states again
+    vagrant_backend.exists("tuned")
+    assert len(calls) == 2
+
+
 def _cpuinfo(tmp_path: Path, flags: str) -> Path:
     path = tmp_path / "cpuinfo"
     path.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\nflags\t\t: fpu sse2 {flags}\n")
