@@ -26,7 +26,7 @@ test-integration: deps $(TCNATIVE)
 	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
 	$(PYTHON) -m pytest tests
 
-# Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~25 min).
+# Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~40 min).
 test-vagrant: deps
 	tools/install-deps --with-vm-test
 	tests/vagrant/run
