@@ -119,9 +119,11 @@ def test_pmcd_waits_for_an_agent_that_starts_slowly(status, tmp_path):
     argv = shlex.split(re.search(r"^command=(.*)$", program, re.M)[1])
     own = {"-p": "44399", "-s": str(tmp_path / "pmcd.socket"), "-c": str(tmp_path / "pmcd.conf"),
            "-l": str(tmp_path / "pmcd.log")}
-    options = dict(zip(argv[3::2], argv[4::2])) if argv[1:3] == ["-f", "-A"] else {}
+    assert argv[1:3] == ["-f", "-A"], f"pmcd's command line changed shape: {argv}"
+    pairs = list(zip(argv[3::2], argv[4::2]))    # every later option takes a value
+    options = dict(pairs)
     assert "-q" in options, f"pmcd's command line has no agent start-up timeout: {argv}"
-    command = argv[:3] + [part for flag, value in zip(argv[3::2], argv[4::2]) if flag != "-i"
+    command = argv[:3] + [part for flag, value in pairs if flag != "-i"
                           for part in (flag, own.get(flag, value))] + ["-i", "127.0.0.1"]
     slow_start = tmp_path / "slow-start"
     slow_start.write_text("#!/bin/sh\nsleep 8\nexec \"$@\"\n")
