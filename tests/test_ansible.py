@@ -11,9 +11,16 @@ import yaml
 
 from conftest import REPO
 
+# No lab, no jar, no VM: ansible-playbook runs here only against the local inventory with tags that
+# connect to no machine, and renders into tmp folders.
+pytestmark = pytest.mark.fast
+
 ANSIBLE = REPO / "ansible"
 VENV_BIN = REPO / ".venv" / "bin"
 ENV = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg")}
+ROLES = sorted(path.parent.parent.name for path in (ANSIBLE / "roles").glob("*/defaults/main.yml"))
+LOCAL_INVENTORY = ANSIBLE / "inventories" / "local" / "hosts.yml"
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
 
 
 def test_ansible_lint_is_clean_at_the_production_profile():
@@ -80,3 +87,306 @@ def test_pinned_collections_are_the_installed_ones():
                             capture_output=True, text=True, check=True)
     installed = {name: info["version"] for path in json.loads(listed.stdout).values() for name, info in path.items()}
     assert {name: installed.get(name) for name in wanted} == wanted
+
+
+# ------------------------------------------------------------------------------------ role variables
+
+def _yaml(path):
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def role_defaults(role: str) -> dict:
+    return _yaml(ANSIBLE / "roles" / role / "defaults" / "main.yml")
+
+
+def role_options(role: str) -> dict:
+    return _yaml(ANSIBLE / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+
+
+def test_the_default_machine_is_the_role_defaults():
+    """host_vars/default.yml writes the software as installed out: each value is its role's default."""
+    defaults = {name: value for role in ROLES for name, value in role_defaults(role).items()}
+    default = _yaml(ANSIBLE / "host_vars" / "default.yml")
+    differ = {name: (value, defaults.get(name, "<no role default>")) for name, value in default.items()
+              if name not in defaults or defaults[name] != value}
+    assert not differ, f"host_vars/default.yml differs from the role defaults (value, default): {differ}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_argument_spec_declares_exactly_the_role_defaults(role):
+    assert set(role_options(role)) == set(role_defaults(role))
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_argument_spec_documents_each_variable_as_its_default_sets_it(role):
+    defaults = role_defaults(role)
+    for name, option in role_options(role).items():
+        assert option.get("type") and option.get("description"), f"{role}: {name} needs a type and a description"
+        described = " ".join(option["description"]) if isinstance(option["description"], list) else option["description"]
+        if "default" in option:
+            assert option["default"] == defaults[name], f"{role}: {name}'s documented default is not defaults/main.yml's"
+        else:
+            # No default in the spec: the variable is nullable (a spec default would refuse null).
+            assert "null keeps" in described, f"{role}: {name} has no documented default and is not nullable"
+        if "choices" in option:
+            assert defaults[name] in option["choices"], f"{role}: {name}'s default is not among its choices"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_null_validates_for_every_nullable_variable(role):
+    """null keeps the software's default: the spec lets it through (a spec default would not)."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    options = role_options(role)
+    nullable = {name: None for name, option in options.items() if "default" not in option}
+    result = ArgumentSpecValidator(options).validate(nullable, validate_role_argument_spec=True)
+    assert not result.error_messages
+    if role == "httpd":
+        assert ArgumentSpecValidator(options).validate({"httpd_port": None},
+                                                       validate_role_argument_spec=True).error_messages
+
+
+def test_enumerations_list_their_choices():
+    choices = {name: option.get("choices") for role in ROLES for name, option in role_options(role).items()}
+    assert choices["httpd_mpm"] == ["prefork", "worker", "event"]
+    assert choices["httpd_proxy_protocol"] == ["http", "ajp"]
+    assert choices["camel_app_ajp_protocol"] == ["NIO", "APR"]
+    assert choices["lab_service_manager"] == ["supervisord", "systemd"]
+
+
+# ------------------------------------------------------------------------------------- the preflight
+
+def preflight(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """site.yml's knob checks only, on the local inventory: no machine needs to exist. The AJP secrets
+    the checks generate go to tmp_path, not to the checkout's .cache."""
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY), "site.yml",
+                           "--tags", "preflight", "-e", f"lab_secrets_dir={tmp_path / 'secrets'}", *args],
+                          cwd=ANSIBLE, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+def test_the_shipped_knobs_pass_the_preflight(tmp_path):
+    result = preflight(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    recap = {host: (int(changed), int(failed)) for host, changed, failed in RECAP.findall(result.stdout)}
+    assert recap == {"default": (0, 0), "tuned": (0, 0)}
+    assert "Gather the machines' facts" not in result.stdout, "the preflight must not connect to the machines"
+
+
+def test_nulls_pass_the_preflight(tmp_path):
+    nulls = {"httpd_timeout": None, "httpd_proxy_timeout": None, "camel_app_tomcat_max_threads": None,
+             "camel_app_compression_enabled": None, "camel_app_http_client_max_total": None}
+    result = preflight(tmp_path, "-e", json.dumps(nulls))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_wrong_value_fails_the_preflight_naming_the_variable_and_its_choices(tmp_path):
+    result = preflight(tmp_path, "-e", "httpd_mpm=threaded")
+    assert result.returncode != 0
+    assert "value of httpd_mpm must be one of: prefork, worker, event, got: threaded" in result.stdout + result.stderr
+    assert "TASK [lab : " not in result.stdout, "no role may run after a failed check"
+
+
+def test_a_wrong_type_fails_the_preflight(tmp_path):
+    result = preflight(tmp_path, "-e", '{"camel_app_tomcat_max_threads": "many"}')
+    assert result.returncode != 0
+    assert "camel_app_tomcat_max_threads" in result.stdout + result.stderr
+
+
+def test_an_inconsistent_pair_fails_the_preflight_naming_both_variables(tmp_path):
+    result = preflight(tmp_path, "--limit", "default", "-e", "httpd_proxy_protocol=ajp", "-e", "camel_app_ajp_enabled=false")
+    assert result.returncode != 0
+    failure = result.stdout[result.stdout.index("FAILED!"):]
+    assert "httpd_proxy_protocol" in failure and "camel_app_ajp_enabled" in failure
+
+
+def test_apr_without_the_native_library_fails_the_preflight(tmp_path):
+    result = preflight(tmp_path, "--limit", "tuned", "-e", '{"tomcat_native_enabled": false}')
+    assert result.returncode != 0
+    failure = result.stdout[result.stdout.index("FAILED!"):]
+    assert "camel_app_ajp_protocol" in failure and "tomcat_native_enabled" in failure
+
+
+def test_ajp_needs_one_shared_secret(tmp_path):
+    result = preflight(tmp_path, "--limit", "tuned", "-e", "camel_app_ajp_secret=other")
+    assert result.returncode != 0
+    failure = result.stdout[result.stdout.index("FAILED!"):]
+    assert "httpd_ajp_secret" in failure and "camel_app_ajp_secret" in failure
+
+
+# ------------------------------------------------------------------------------- one copy of each thing
+
+def test_no_two_vars_files_are_identical():
+    files = sorted(path for path in (ANSIBLE / "roles").glob("*/vars/*") if path.is_file())
+    by_content: dict[bytes, list[str]] = {}
+    for path in files:
+        by_content.setdefault(path.read_bytes(), []).append(str(path.relative_to(ANSIBLE)))
+    assert not [paths for paths in by_content.values() if len(paths) > 1]
+
+
+def test_per_os_values_are_loaded_by_os_family_and_task_files_imported():
+    for main in (ANSIBLE / "roles").glob("*/tasks/main.yml"):
+        text = main.read_text()
+        assert "include_tasks" not in text, f"{main}: static task files are imported"
+        assert "ansible_facts['distribution']" not in text, f"{main}: per-OS values go by os family"
+        assert "ansible.builtin.import_tasks" in text
+        for task in _yaml(main):
+            assert set(task) <= {"name", "ansible.builtin.import_tasks", "ansible.builtin.include_vars"}, \
+                f"{main} stays thin: imports and the per-OS values only"
+
+
+def test_the_roles_handlers_share_the_lab_roles_restart_tasks():
+    restart_modules = ("community.general.supervisorctl", "ansible.builtin.systemd_service")
+    handler_files = sorted((ANSIBLE / "roles").glob("*/handlers/main.yml"))
+    assert len(handler_files) == 4
+    for path in handler_files:
+        for handler in _yaml(path):
+            assert not set(restart_modules) & set(handler), f"{path}: restarts itself instead of lab's restart.yml"
+            assert handler["ansible.builtin.include_tasks"] == "{{ role_path }}/../lab/tasks/restart.yml", path
+            assert set(handler["vars"]) == {"lab_service_name"}, path
+    restart = _yaml(ANSIBLE / "roles" / "lab" / "tasks" / "restart.yml")
+    assert sorted(module for task in restart for module in restart_modules if module in task) == sorted(restart_modules)
+
+
+def test_roles_are_listed_once_in_site_yml():
+    for meta in (ANSIBLE / "roles").glob("*/meta/main.yml"):
+        assert _yaml(meta)["dependencies"] == [], f"{meta}: site.yml is the one list of roles"
+    site = _yaml(ANSIBLE / "site.yml")
+    listed = [entry["role"] for play in site for entry in play.get("roles", [])]
+    assert sorted(listed) == ROLES and len(set(listed)) == len(listed)
+
+
+# --------------------------------------------------------------------------------------- the manifest
+
+# What lab/evidence.py collected from a machine before the manifest said it (paths under lab_home).
+EVIDENCE = {
+    "pcp": ["pcp/archives/current.*"],
+    "gc": ["app/gc/gc.log*"],
+    "logs": ["app/logs/app.log", "httpd/logs/error.log", "logs/camel-app.out", "logs/httpd.out",
+             "logs/mock-service.out", "logs/pmcd.out", "logs/supervisord.log", "pcp/logs/pmcd.log",
+             "pcp/logs/linux.log", "pcp/logs/proc.log", "pcp/logs/apache.log",
+             "pcp/logs/openmetrics.log", "pcp/archives/pmlogger.log"],
+    "crash": ["app/hs_err_pid*.log", "app/dumps/*.hprof"],
+}
+HANDLERS = {"Restart the Camel service": "camel-app", "Restart HTTPD": "httpd", "Restart the mock backend": "mock-service",
+            "Restart pmcd": "pmcd"}
+WIRED = ["httpd_backend_http_port", "httpd_backend_ajp_port", "camel_app_backend_url", "pcp_apache_port",
+         "pcp_openmetrics_endpoints", "lab_service_path"]
+
+
+def render_play(tmp_path):
+    """A play beside the real host_vars and group_vars that loads site.yml's roles (for their variables;
+    --tags runs none of their tasks) and renders the manifest template into tmp_path/out, once with the
+    template module (the machine's copy) and once with the template lookup (the controller's copy); the
+    tag manifest runs the lab role's real manifest tasks."""
+    play_dir = tmp_path / "ansible"
+    play_dir.mkdir()
+    for folder in ("group_vars", "host_vars"):
+        (play_dir / folder).symlink_to(ANSIBLE / folder)
+    site = _yaml(ANSIBLE / "site.yml")
+    roles = next(play["roles"] for play in site if "roles" in play)
+    template = str(ANSIBLE / "roles" / "lab" / "templates" / "manifest.json.j2")
+    out = str(tmp_path / "out")
+    tasks = [
+        {"name": "Render with the template module", "tags": ["render"], "ansible.builtin.template": {
+            "src": template, "dest": out + "/{{ inventory_hostname }}.json", "mode": "0644"}},
+        {"name": "Render with the template lookup", "tags": ["render"], "ansible.builtin.copy": {
+            "content": f"{{{{ lookup('ansible.builtin.template', '{template}') }}}}",
+            "dest": out + "/{{ inventory_hostname }}.lookup.json", "mode": "0644"}},
+        {"name": "Write the wired values", "tags": ["render"], "ansible.builtin.copy": {
+            "content": "{{ {" + ", ".join(f"'{name}': {name}" for name in WIRED) + "} | to_nice_json }}",
+            "dest": out + "/{{ inventory_hostname }}.wiring.json", "mode": "0644"}},
+        {"name": "Run the manifest tasks", "tags": ["manifest"], "ansible.builtin.include_role": {
+            "name": "lab", "tasks_from": "manifest", "apply": {"tags": ["manifest"]}}},
+        {"name": "Notify every role's restart handler", "tags": ["handlers"], "ansible.builtin.debug": {"msg": "notify"},
+         "changed_when": True, "notify": list(HANDLERS)},
+    ]
+    (tmp_path / "out").mkdir()
+    play = [{"name": "Render the manifest", "hosts": "lab_machines", "gather_facts": False, "roles": roles, "tasks": tasks}]
+    path = play_dir / "render.yml"
+    path.write_text(yaml.safe_dump(play, sort_keys=False))
+    return path
+
+
+def run_render(play, *args: str) -> dict[str, int]:
+    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY), str(play), *args],
+                            cwd=play.parent, env=ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {host: int(changed) for host, changed, _ in RECAP.findall(result.stdout)}
+
+
+def test_the_manifest_renders_to_the_machines_layout_as_valid_json(tmp_path):
+    play = render_play(tmp_path)
+    assert run_render(play, "--tags", "render") == {"default": 3, "tuned": 3}
+    assert run_render(play, "--tags", "render") == {"default": 0, "tuned": 0}, "a second run changes nothing"
+    inventory = _yaml(LOCAL_INVENTORY)["lab_machines"]["hosts"]
+    for machine in ("default", "tuned"):
+        text = (tmp_path / "out" / f"{machine}.json").read_text()
+        assert text == (tmp_path / "out" / f"{machine}.lookup.json").read_text(), "the two copies are the same JSON"
+        manifest = json.loads(text)
+        assert list(manifest) == ["schema", "machine", "address", "home", "user", "group", "service_manager",
+                                  "service_path", "ports", "processes", "pcp_archive", "evidence"]
+        assert manifest == {
+            "schema": 1, "machine": machine, "address": inventory[machine]["ansible_host"],
+            "home": inventory[machine]["lab_home"], "user": "camellab", "group": "camellab",
+            "service_manager": "supervisord", "service_path": "/svc/camel/mock",
+            "ports": {"httpd": 80, "app_http": 8080, "app_ajp": 8009, "app_management": 8081, "mock": 9090,
+                      "pmcd": 44321},
+            "processes": ["camel-app", "httpd", "mock-service", "pmcd", "pmlogger"],
+            "pcp_archive": "pcp/archives/current", "evidence": EVIDENCE}
+        wiring = json.loads((tmp_path / "out" / f"{machine}.wiring.json").read_text())
+        assert wiring == {"httpd_backend_http_port": 8080, "httpd_backend_ajp_port": 8009,
+                          "camel_app_backend_url": "http://127.0.0.1:9090/data", "pcp_apache_port": 80,
+                          "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8081/actuator/prometheus"},
+                          "lab_service_path": "/svc/camel/mock"}
+
+
+def test_one_role_s_value_follows_another_s(tmp_path):
+    play = render_play(tmp_path)
+    changed = {"camel_app_http_port": 8180, "camel_app_ajp_port": 8109, "camel_app_management_port": 8181,
+               "mock_service_port": 9190, "httpd_port": 8000, "httpd_proxy_path": "/api",
+               "camel_app_home": "/srv/service", "pcp_home": "/srv/pcp"}
+    run_render(play, "--tags", "render", "--limit", "tuned", "-e", json.dumps(changed))
+    wiring = json.loads((tmp_path / "out" / "tuned.wiring.json").read_text())
+    assert wiring == {"httpd_backend_http_port": 8180, "httpd_backend_ajp_port": 8109,
+                      "camel_app_backend_url": "http://127.0.0.1:9190/data", "pcp_apache_port": 8000,
+                      "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8181/actuator/prometheus"},
+                      "lab_service_path": "/api/camel/mock"}
+    manifest = json.loads((tmp_path / "out" / "tuned.json").read_text())
+    assert manifest["ports"] == {"httpd": 8000, "app_http": 8180, "app_ajp": 8109, "app_management": 8181,
+                                 "mock": 9190, "pmcd": 44321}
+    # Folders outside lab_home are named from it: the evidence follows the roles' layout.
+    assert manifest["evidence"]["gc"] == ["../../../../../srv/service/gc/gc.log*"]
+    assert manifest["pcp_archive"] == "../../../../../srv/pcp/archives/current"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the machine's copy is owned by root")
+def test_the_manifest_tasks_write_both_copies_once(tmp_path):
+    play = render_play(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    args = ("--tags", "manifest", "--limit", "tuned", "-e", f"lab_home={home}",
+            "-e", f"lab_manifest_dir={tmp_path / 'manifests'}")
+    assert run_render(play, *args) == {"tuned": 3}  # the controller folder and the two copies
+    assert run_render(play, *args) == {"tuned": 0}, "a second run changes nothing"
+    on_machine = (home / "manifest.json").read_text()
+    assert on_machine == (tmp_path / "manifests" / "tuned.json").read_text()
+    assert json.loads(on_machine)["home"] == str(home)
+    assert oct((home / "manifest.json").stat().st_mode & 0o777) == "0o644"
+
+
+def test_the_roles_handlers_run_the_lab_roles_restart_tasks(tmp_path):
+    """Each topic the roles notify reaches lab's restart.yml with its process; a process the run has
+    just (re)started is not restarted again (here all of them: nothing is restarted for real)."""
+    play = render_play(tmp_path)
+    for manager in ("supervisord", "systemd"):
+        started = json.dumps({"lab_services_started": list(HANDLERS.values()), "lab_service_manager": manager})
+        result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY), str(play),
+                                 "--tags", "handlers", "--limit", "tuned", "-e", started],
+                                cwd=play.parent, env=ENV, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        for topic, process in HANDLERS.items():
+            role = {"camel-app": "camel_app", "mock-service": "mock_service", "pmcd": "pcp"}.get(process, process)
+            assert f"RUNNING HANDLER [{role} : {topic}]" in result.stdout
+            assert f"included: {ANSIBLE}/roles/lab/tasks/restart.yml for tuned" in result.stdout
+            ran = result.stdout.split(f"RUNNING HANDLER [{role} : Restart under {manager} - {process}]")[1]
+            assert ran.split("\n")[1].startswith("skipping: [tuned]"), ran[:300]

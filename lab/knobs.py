@@ -1,0 +1,88 @@
+"""Knobs set in ansible/host_vars or ansible/group_vars that no role declares.
+
+Ansible ignores a variable nobody reads, so a misspelled knob (httpd_mpn: worker) leaves the machine
+at the role's default without a word. A role declares its variables in meta/argument_specs.yml;
+every other top-level key of a host_vars or group_vars file is unknown, except Ansible's own
+(ansible_*: connection and magic variables)."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+VARS_FOLDERS = ("host_vars", "group_vars")
+VARS_SUFFIXES = {".yml", ".yaml", ".json", ""}
+
+
+@dataclass(frozen=True)
+class UnknownKnob:
+    """A key no role declares: file (relative to the ansible folder's parent, as in
+    ansible/host_vars/tuned.yml), the key, and the closest declared name, if any is close."""
+    file: Path
+    key: str
+    suggestion: str | None
+
+
+class _TolerantLoader(yaml.SafeLoader):
+    """A safe loader that reads Ansible's tags (!unsafe, !vault) as plain values."""
+
+
+def _plain(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    return loader.construct_scalar(node)
+
+
+_TolerantLoader.add_multi_constructor("!", _plain)
+
+
+def _load(path: Path) -> dict:
+    data = yaml.load(path.read_text(), Loader=_TolerantLoader)
+    return data if isinstance(data, dict) else {}
+
+
+def declared_variables(ansible_dir: Path) -> set[str]:
+    """Every option of every entry point of every role's meta/argument_specs.yml."""
+    names: set[str] = set()
+    for spec in sorted((ansible_dir / "roles").glob("*/meta/argument_specs.y*ml")):
+        for entry in (_load(spec).get("argument_specs") or {}).values():
+            names.update((entry or {}).get("options") or {})
+    return names
+
+
+def vars_files(ansible_dir: Path) -> list[Path]:
+    """host_vars and group_vars files as Ansible reads them: <name>.yml or a folder <name>/ of files."""
+    files = []
+    for folder in VARS_FOLDERS:
+        for path in sorted((ansible_dir / folder).glob("*")):
+            candidates = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            files += [p for p in candidates if p.suffix in VARS_SUFFIXES and not p.name.startswith(".")]
+    return files
+
+
+def unknown_knobs(ansible_dir: Path) -> list[UnknownKnob]:
+    """The keys of ansible_dir's host_vars and group_vars that no role declares, file by file."""
+    declared = declared_variables(ansible_dir)
+    choices = sorted(declared)
+    unknown = []
+    for path in vars_files(ansible_dir):
+        for key in _load(path):
+            key = str(key)
+            if key in declared or key.startswith("ansible_"):
+                continue
+            close = difflib.get_close_matches(key, choices, n=1)
+            unknown.append(UnknownKnob(path.relative_to(ansible_dir.parent), key, close[0] if close else None))
+    return unknown
+
+
+def describe(unknown: list[UnknownKnob]) -> str:
+    """One line per unknown key, naming its file and the likely intended name."""
+    lines = []
+    for knob in unknown:
+        hint = f" (did you mean {knob.suggestion}?)" if knob.suggestion else ""
+        lines.append(f"{knob.file.as_posix()}: {knob.key} is not a variable of any role{hint}")
+    return "\n".join(lines)
