@@ -3,9 +3,20 @@ PYTHON  := .venv/bin/python
 TCNATIVE := app/target/tcnative/lib/libtcnative-1.so
 JAR     := app/target/camel-tuning-lab-service.jar
 
-.PHONY: test deps test-mock test-app test-integration test-vagrant bench-mock clean
+.PHONY: test check lint test-fast deps test-mock test-app test-integration test-vagrant bench-mock clean
 
-test: deps test-mock test-app test-integration test-vagrant
+test: deps lint test-mock test-app test-integration test-vagrant
+
+# The edit-test loop: lint and the tests that need no lab, no jar and no VM (well under two minutes).
+check:
+	tools/install-deps
+	$(MAKE) --no-print-directory lint test-fast
+
+lint:
+	$(PYTHON) -m ruff check lab tests mock-service
+
+test-fast:
+	$(PYTHON) -m pytest -m fast -q
 
 deps:
 	tools/install-deps --with-vagrant

@@ -1,4 +1,5 @@
-"""./start.sh: builds, provisions, inspects and removes the lab's two machines."""
+"""./start.sh's command line: parses the options and hands each command to its module (lifecycle:
+up and down; experiment: run; status)."""
 from __future__ import annotations
 
 import argparse
@@ -7,14 +8,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from lab import backend as backends
-from lab import experiment, load, provision, status
-from lab.backends.local import LocalBackendError
-from lab.paths import REPO
-from lab.progress import StepFailed, info, step
+from lab import experiment, lifecycle, load, status
+from lab.errors import LabError, StepFailed
+from lab.machines import MACHINES, choose
+from lab.machines.protocol import Backend
 
-# Which backend the lab that is up came from, so status, run and down find it without --backend.
-CURRENT_BACKEND = REPO / ".cache" / "backend.json"
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
     # Accepted before and after the command; only the top level sets defaults, or a command's
@@ -46,15 +44,27 @@ def _load_options(defaults: bool) -> argparse.ArgumentParser:
     return options
 
 
-def _profile(args) -> load.LoadProfile:
+# option, LoadProfile field, smallest value
+_PROFILE_OPTIONS = (("--users", "users", 1), ("--ramp", "ramp_s", 0), ("--duration", "duration_s", 1),
+                    ("--think", "think_ms", 0))
+
+
+def _profile(args: argparse.Namespace) -> load.LoadProfile:
+    """The load profile the options ask for; a bad value is named as the user typed it."""
     profile = load.QUICK if args.quick else load.FULL
-    overrides = {field: value for field, value in (("users", args.users), ("ramp_s", args.ramp),
-                                                   ("duration_s", args.duration), ("think_ms", args.think))
-                 if value is not None}
-    try:
-        return replace(profile, **overrides)
-    except ValueError as error:
-        raise StepFailed(str(error)) from error
+    overrides = {}
+    for option, field, smallest in _PROFILE_OPTIONS:
+        value = getattr(args, option[2:])
+        if value is None:
+            continue
+        if value < smallest:
+            raise StepFailed(f"{option} {value}: must be {smallest} or more")
+        overrides[field] = value
+    chosen = replace(profile, **overrides)
+    if chosen.ramp_s > chosen.duration_s:
+        raise StepFailed(f"--ramp {chosen.ramp_s} is longer than --duration {chosen.duration_s}: the ramp-up is "
+                         "part of the run")
+    return chosen
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,14 +86,27 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command in (None, "run"):
+            profile = _profile(args)        # a bad option fails here, before anything starts
         if args.backend is None:
-            args.backend, args.inventory, why = _default_backend()
+            args.backend, args.inventory, why = lifecycle.default_backend()
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
-        backend = backends.choose(args.backend, args.inventory)
+        backend = choose.choose(args.backend, args.inventory)
         if args.command is None:  # the whole experiment
-            return up(backend, args) or run(backend, args)
-        return {"up": up, "run": run, "status": show_status, "down": down}[args.command](backend, args)
-    except (StepFailed, LocalBackendError, load.LoadError) as error:
+            lifecycle.up(backend, args.inventory)
+            return experiment.run(backend, profile, args.schedule)
+        if args.command == "up":
+            lifecycle.up(backend, args.inventory)
+            print("Next: ./start.sh run   (load both, write the report)    ./start.sh status   (what each machine "
+                  "runs)    ./start.sh down   (remove everything)", file=sys.stderr)
+            return 0
+        if args.command == "run":
+            return experiment.run(backend, profile, args.schedule)
+        if args.command == "status":
+            return show_status(backend, args.json)
+        lifecycle.down(backend)
+        return 0
+    except LabError as error:
         print(f"start.sh: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -91,71 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _remembered_backend() -> dict:
-    """What `up` wrote about the lab that is up: {"backend": ..., "inventory": ...}, or {}."""
-    try:
-        remembered = json.loads(CURRENT_BACKEND.read_text())
-    except (OSError, ValueError):
-        return {}
-    return remembered if isinstance(remembered, dict) and remembered.get("backend") else {}
-
-
-def _default_backend() -> tuple[str, Path | None, str]:
-    """The backend of the lab that is up, else the best one this host has."""
-    remembered = _remembered_backend()
-    if remembered:
-        inventory = remembered.get("inventory")
-        return remembered["backend"], Path(inventory) if inventory else None, "the lab that is up uses it"
-    name, why = backends.default_backend()
-    return name, None, why
-
-
-def up(backend, args) -> int:
-    print(f"Machines: {backend.emulation_note}", file=sys.stderr)
-    with step("Installing what the lab needs"):
-        provision.install_dependencies()
-    with step("Building the service"):
-        provision.build_service()
-    with step(f"Creating the machines ({backend.name} backend)"):
-        backend.up()
-    CURRENT_BACKEND.parent.mkdir(parents=True, exist_ok=True)
-    CURRENT_BACKEND.write_text(json.dumps({"backend": backend.name,
-                                           "inventory": args.inventory and str(args.inventory.resolve())}))
-    with step("Provisioning both machines with Ansible"):
-        result = provision.run_playbook(backend.inventory, REPO / ".cache" / "logs")
-        if result.returncode != 0:
-            raise StepFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}")
-        # What this run changed: everything at first, only an edited knob later, nothing when all is in place.
-        info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in backends.MACHINES)
-             + f"; full log: {result.log}")
-    with step("Checking each machine answers through HTTPD"):
-        machines = {name: status.observe(backend, name) for name in backends.MACHINES}
-        broken = [f"{name}: {m['url']} -> {m.get('http_status')}" for name, m in machines.items()
-                  if m.get("http_status") != 200]
-        if broken:
-            raise StepFailed("not answering: " + "; ".join(broken))
-    print("\nBoth machines are up:", file=sys.stderr)
-    for name, machine in machines.items():
-        print(f"  {name:<8} {machine['url']}", file=sys.stderr)
-    print("Next: ./start.sh status   (what each machine runs)    ./start.sh down   (remove everything)",
-          file=sys.stderr)
-    return 0
-
-
-def run(backend, args) -> int:
-    return experiment.run(backend, _profile(args), args.schedule)
-
-
-def show_status(backend, args) -> int:
+def show_status(backend: Backend, as_json: bool) -> int:
     report = {"backend": backend.name, "note": backend.emulation_note,
-              "machines": {name: status.observe(backend, name) for name in backends.MACHINES}}
-    print(json.dumps(report, indent=2) if args.json else status.describe(report))
-    return 0
-
-
-def down(backend, args) -> int:
-    with step(f"Removing both machines ({backend.name} backend)"):
-        backend.down()
-    if _remembered_backend().get("backend") == backend.name:   # the lab that was up is gone
-        CURRENT_BACKEND.unlink(missing_ok=True)
+              "machines": {name: status.observe(backend, name) for name in MACHINES}}
+    print(json.dumps(report, indent=2) if as_json else status.describe(report))
     return 0

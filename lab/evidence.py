@@ -2,27 +2,17 @@
 service's and HTTPD's logs, crash files, and the processes that died during the run."""
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
 from datetime import datetime
 from pathlib import Path
 
-from lab.progress import StepFailed
+from lab.errors import StepFailed
+from lab.machines import manifest
+from lab.machines.protocol import Backend
+from lab.runfolder import RunFolder
 
-ARCHIVE = "current"  # pmlogger's archive on the machine (ansible/roles/pcp/tasks/service.yml)
-PMCD_PORT = 44321    # pcp_pmcd_port (ansible/roles/pcp/defaults/main.yml)
-# What a run leaves on a machine, relative to its lab_home: folder in the run folder -> globs.
-EVIDENCE = {
-    "pcp": [f"pcp/archives/{ARCHIVE}.*"],
-    "gc": ["app/gc/gc.log*"],
-    "logs": ["app/logs/app.log", "httpd/logs/error.log", "logs/camel-app.out", "logs/httpd.out",
-             "logs/mock-service.out", "logs/pmcd.out", "logs/supervisord.log", "pcp/logs/pmcd.log",
-             "pcp/logs/linux.log", "pcp/logs/proc.log", "pcp/logs/apache.log",
-             "pcp/logs/openmetrics.log", "pcp/archives/pmlogger.log"],
-    "crash": ["app/hs_err_pid*.log", "app/dumps/*.hprof"],
-}
 # supervisord's log line for a process that ended: "2026-11-22 05:07:41,123 WARN exited: camel-app (terminated by SIGKILL; not expected)"
 EXITED = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ \w+ exited: (\S+) \((.+?)\)$", re.M)
 # systemd's, in `journalctl -o short-unix`: "1763790461.123456 lab-tuned systemd[1]: camel-app.service: Main
@@ -34,21 +24,22 @@ SYSTEMD_EXITED = re.compile(r"^(\d+\.\d+) \S+ systemd\[1\]: ([\w@.-]+)\.service:
 EXPECTED_TO_STOP = {"pmlogger"}
 
 
-def start_recording(backend, name: str) -> dict:
+def start_recording(backend: Backend, name: str) -> dict:
     """A fresh PCP archive for this run, and the machine's peak-memory counter restarted; returns
     the kernel's memory counters before the run, to count what happens during it."""
-    backend.remove(name, f"pcp/archives/{ARCHIVE}.*")
+    wiring = manifest.read(name)
+    backend.remove(name, f"{wiring.pcp_archive}.*")
     backend.begin_measurement(name)
     # pmlogger records the service's metrics the openmetrics agent knows when it starts; a fetch
     # makes the agent scrape the service again and learn names that appeared since (see site.yml).
-    backend.run_in(name, ["pminfo", "-h", f"127.0.0.1:{PMCD_PORT}", "-f", "openmetrics.app"], timeout=60)
+    backend.run_in(name, ["pminfo", "-h", wiring.pmcd, "-f", "openmetrics.app"], timeout=60)
     result = backend.control(name, "start", "pmlogger")
     if result.returncode != 0:
         raise StepFailed(f"{name}: pmlogger did not start: {result.stdout.strip()} {result.stderr.strip()}")
     return backend.memory_events(name)
 
 
-def stop_recording(backend, name: str) -> None:
+def stop_recording(backend: Backend, name: str) -> None:
     backend.control(name, "stop", "pmlogger")
 
 
@@ -80,31 +71,33 @@ def _memory_during_run(before: dict, after: dict) -> dict:
     return {"oom_kills": kills, "peak_cgroup_usage_bytes": after.get("peak_memory_bytes"), "peak_memory_bytes": None}
 
 
-def collect(backend, name: str, run_dir: Path, started_at: float, ended_at: float, memory_before: dict) -> dict:
-    """Copies one machine's evidence into run_dir/machines/<name>/; returns its events (deaths, OOM kills, gaps)."""
-    target = run_dir / "machines" / name
+def collect(backend: Backend, name: str, run: RunFolder, started_at: float, ended_at: float,
+            memory_before: dict) -> dict:
+    """Copies one machine's evidence into machines/<name>/ of the run; returns its events (deaths, OOM kills, gaps)."""
+    wiring = manifest.read(name)
+    archive = Path(wiring.pcp_archive).name
+    target = run.machine_dir(name)
     staging = target / ".pulled"
-    pulled = backend.pull(name, [glob for globs in EVIDENCE.values() for glob in globs], staging)
-    for folder, globs in EVIDENCE.items():
+    pulled = backend.pull(name, [glob for globs in wiring.evidence.values() for glob in globs], staging)
+    for kind, globs in wiring.evidence.items():
         for glob in globs:
             for source in sorted(staging.glob(glob)):
                 # The archive is named after the machine, so both machines' archives can sit side by side.
-                file_name = source.name.replace(ARCHIVE, name, 1) if folder == "pcp" else source.name
-                (target / folder).mkdir(parents=True, exist_ok=True)
-                shutil.move(source, target / folder / file_name)
+                file_name = source.name.replace(archive, name, 1) if kind == "pcp" else source.name
+                run.evidence(name, kind).mkdir(parents=True, exist_ok=True)
+                shutil.move(source, run.evidence(name, kind) / file_name)
     shutil.rmtree(staging, ignore_errors=True)
-    missing = [what for folder, what in (("pcp", "PCP archive"), ("gc", "GC log")) if not (target / folder).is_dir()]
+    missing = [what for kind, what in (("pcp", "PCP archive"), ("gc", "GC log")) if not run.evidence(name, kind).is_dir()]
     if pulled.problem:
         missing.append(f"files from the machine ({pulled.problem})")
     if backend.service_manager == "systemd":
         journal = backend.journal(name, started_at, ended_at)
-        (target / "logs").mkdir(parents=True, exist_ok=True)
-        (target / "logs" / "journal.log").write_text(journal)
+        run.evidence(name, "logs").mkdir(parents=True, exist_ok=True)
+        (run.evidence(name, "logs") / "journal.log").write_text(journal)
         exits = systemd_exits(journal, started_at, ended_at)
     else:
-        exits = process_exits(target / "logs" / "supervisord.log", started_at, ended_at)
+        exits = process_exits(run.evidence(name, "logs") / "supervisord.log", started_at, ended_at)
     events = {"process_exits": exits, **_memory_during_run(memory_before, backend.memory_events(name)),
               "missing": missing, "collected_at": time.time()}
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "events.json").write_text(json.dumps(events, indent=2))
+    run.write_json(run.events_json(name), events)
     return events

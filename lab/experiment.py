@@ -7,20 +7,21 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
-from lab import evidence, load, status
-from lab.backend import MACHINES
+from lab import evidence, load, report, status
+from lab.errors import StepFailed
+from lab.machines import MACHINES, manifest
+from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, REPO, VENV
-from lab.progress import StepFailed, info, step
+from lab.progress import info, step
+from lab.runfolder import RunFolder
 
-RUNS = REPO / "runs"
 KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp_")
 
 
-def _knobs(backend) -> dict:
+def _knobs(backend: Backend) -> dict:
     """Each machine's knobs as written in ansible/host_vars (templated values stay unrendered)."""
     knobs = {}
     for name in MACHINES:
@@ -40,28 +41,16 @@ def _environment() -> dict:
             "os": platform.platform(), "python": platform.python_version(), "java": java[0] if java else None}
 
 
-def _new_run_dir() -> Path:
-    run_id = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = RUNS / run_id
-    run_dir.mkdir(parents=True)
-    latest = RUNS / "latest"
-    if latest.is_symlink() or latest.exists():
-        latest.unlink()
-    latest.symlink_to(run_id)
-    return run_dir
-
-
-def _make_report(run_dir: Path) -> Path | None:
-    """summary.json and report/index.html, made by lab.report in the venv (its plotting library)."""
-    result = subprocess.run([str(VENV / "bin" / "python"), "-m", "lab.report", str(run_dir)],
-                            cwd=REPO, capture_output=True, text=True)
-    if result.returncode != 0:
-        info(f"the report could not be made: {result.stderr.strip()[-2000:]}")
+def _make_report(run: RunFolder) -> Path | None:
+    """summary.json and report/index.html; a failure is reported, the run folder stays."""
+    try:
+        return report.render(run.root)
+    except Exception as error:  # noqa: BLE001  (the evidence is kept whatever the report's trouble)
+        info(f"the report could not be made: {type(error).__name__}: {error}")
         return None
-    return Path(result.stdout.strip().splitlines()[-1])
 
 
-def run(backend, profile: load.LoadProfile, schedule: str) -> int:
+def run(backend: Backend, profile: load.LoadProfile, schedule: str) -> int:
     with step("Checking both machines answer"):
         observed = {name: status.observe(backend, name) for name in MACHINES}
         down = [f"{name} ({m['url']} -> {m.get('http_status')})" for name, m in observed.items()
@@ -70,11 +59,10 @@ def run(backend, profile: load.LoadProfile, schedule: str) -> int:
             raise StepFailed(f"not answering: {', '.join(down)}; run ./start.sh up first")
     with step("Preparing JMeter"):
         load.prepare()
-    run_dir = _new_run_dir()
-    info(f"run folder: {run_dir.relative_to(REPO)}")
-    (run_dir / "status.json").write_text(json.dumps(
-        {"backend": backend.name, "note": backend.emulation_note, "machines": observed}, indent=2))
-    (run_dir / "knobs.json").write_text(json.dumps(_knobs(backend), indent=2))
+    folder = RunFolder.create()
+    info(f"run folder: {folder.root.relative_to(REPO)}")
+    folder.write_json(folder.status_json, {"backend": backend.name, "note": backend.emulation_note, "machines": observed})
+    folder.write_json(folder.knobs_json, _knobs(backend))
 
     with step("Starting PCP's logger on both machines"):
         memory_before = {name: evidence.start_recording(backend, name) for name in MACHINES}
@@ -82,38 +70,37 @@ def run(backend, profile: load.LoadProfile, schedule: str) -> int:
     title = (f"Loading both machines ({schedule}: {profile.users} users each, ramp {profile.ramp_s} s, "
              f"{profile.duration_s} s{' per machine' if schedule == 'sequential' else ''}; Ctrl-C stops cleanly)")
     with step(title):
-        def show(progress: dict) -> None:
-            print(load.progress_bar(progress), file=sys.stderr)
-            print(load.format_progress(progress), file=sys.stderr, flush=True)
-        targets = {name: f"http://{backend.address(name)}" for name in MACHINES}
+        wiring = {name: manifest.read(name) for name in MACHINES}
+        targets = {name: wiring[name].base_url for name in MACHINES}
         try:
-            result = load.run(targets, profile, run_dir / "jmeter", schedule=schedule, on_progress=show)
+            result = load.run(targets, profile, folder.jmeter_dir, schedule=schedule, on_progress=load.print_progress,
+                              path=wiring["default"].service_path)
         finally:
             for name in MACHINES:
                 evidence.stop_recording(backend, name)
     with step("Collecting PCP archives, GC logs and logs"):
         for name in MACHINES:
-            events = evidence.collect(backend, name, run_dir, result.started_at, result.ended_at, memory_before[name])
+            events = evidence.collect(backend, name, folder, result.started_at, result.ended_at, memory_before[name])
             for exit_ in events["process_exits"]:
                 info(f"{name}: {exit_['process']} exited during the run ({exit_['reason']})")
             if events["oom_kills"]:
                 info(f"{name}: the kernel's OOM killer struck {events['oom_kills']} time(s)")
             if events["missing"]:
                 info(f"{name}: missing {', '.join(events['missing'])}")
-    (run_dir / "run.json").write_text(json.dumps({
-        "run_id": run_dir.name, "backend": backend.name, "backend_note": backend.emulation_note,
+    folder.write_json(folder.run_json, {
+        "run_id": folder.root.name, "backend": backend.name, "backend_note": backend.emulation_note,
         "schedule": schedule, "profile": asdict(profile), "planned_s": planned,
         "started_at": result.started_at, "ended_at": result.ended_at, "interrupted": result.interrupted,
         "problems": result.problems, "host": _environment(),
         "machine_homes": {name: str(backend.home(name)) for name in MACHINES},
         "versions": {"lab": subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                                            capture_output=True, text=True).stdout.strip()},
-    }, indent=2))
+    })
     with step("Summarising and writing the report"):
-        report = _make_report(run_dir)
-    print(f"\nRun folder: {run_dir}", file=sys.stderr)
+        page = _make_report(folder)
+    print(f"\nRun folder: {folder.root}", file=sys.stderr)
     for name, dashboard in result.dashboards.items():
         print(f"  JMeter dashboard ({name}): {dashboard}", file=sys.stderr)
-    if report:
-        print(f"Report: {report}", file=sys.stderr)
+    if page:
+        print(f"Report: {page}", file=sys.stderr)
     return 130 if result.interrupted else 0

@@ -3,12 +3,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
-
-
-class StepFailed(Exception):
-    """A step failed; the message says what to do."""
 
 
 @contextmanager

@@ -8,17 +8,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.errors import StepFailed
 from lab.paths import ANSIBLE_DIR, JAR, PLAYBOOK, REPO, VENV
-from lab.progress import StepFailed, info
+from lab.progress import info
 
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
-
-
-def install_dependencies() -> None:
-    """Packages and the project venv (tools/install-deps; quiet when nothing is missing)."""
-    result = subprocess.run([str(REPO / "tools" / "install-deps")])
-    if result.returncode != 0:
-        raise StepFailed("tools/install-deps failed (see its message above)")
 
 
 def build_service() -> None:

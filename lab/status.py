@@ -6,18 +6,21 @@ import re
 import urllib.error
 import urllib.request
 
-SERVICE_PATH = "/svc/camel/mock"
+from lab.machines import manifest
+from lab.machines.manifest import Manifest
+from lab.machines.protocol import Backend
+
 REQUESTS_SERVED = re.compile(r'^tomcat_global_request_seconds_count\{name="([^"]+)",\} ([0-9.E+]+)$', re.M)
 
 
-def _fetch_inside(backend, name: str, url: str) -> str | None:
+def _fetch_inside(backend: Backend, name: str, url: str) -> str | None:
     """GET a loopback URL from inside the machine (management and server-status are loopback-only)."""
     result = backend.run_in(name, ["curl", "-sf", "-m", "10", url])
     return result.stdout if result.returncode == 0 else None
 
 
-def _requests_per_connector(backend, name: str) -> dict[str, float]:
-    metrics = _fetch_inside(backend, name, "http://127.0.0.1:8081/actuator/prometheus") or ""
+def _requests_per_connector(backend: Backend, name: str, machine: Manifest) -> dict[str, float]:
+    metrics = _fetch_inside(backend, name, machine.management_url("/actuator/prometheus")) or ""
     return {connector: float(count) for connector, count in REQUESTS_SERVED.findall(metrics)}
 
 
@@ -35,29 +38,33 @@ def _get(url: str) -> int | None:
         return None
 
 
-def observe(backend, name: str) -> dict:
+def observe(backend: Backend, name: str) -> dict:
     """One machine: its URL, process states, and the configuration its processes show."""
     address = backend.address(name)
-    url = f"http://{address}{SERVICE_PATH}"
+    wiring = manifest.read_or_none(name)
+    url = wiring.service_url if wiring else None
     machine = {"url": url, "address": address, "processes": {}, "observed": {}}
     if not backend.exists(name):
         machine["state"] = "absent"
         return machine
     machine["processes"] = backend.processes(name)
+    if wiring is None:
+        machine["state"] = "not provisioned"
+        return machine
 
     observed = machine["observed"]
-    server_status = _fetch_inside(backend, name, "http://127.0.0.1/server-status?auto") or ""
+    server_status = _fetch_inside(backend, name, wiring.server_status_url) or ""
     mpm = re.search(r"^ServerMPM: (\w+)", server_status, re.M)
     observed["httpd_mpm"] = mpm[1] if mpm else None
 
     # Which Tomcat connector served a request sent through HTTPD tells how HTTPD proxies.
-    before = _requests_per_connector(backend, name)
+    before = _requests_per_connector(backend, name, wiring)
     machine["http_status"] = _get(url)
-    after = _requests_per_connector(backend, name)
+    after = _requests_per_connector(backend, name, wiring)
     served = [connector for connector, count in after.items() if count > before.get(connector, 0)]
     observed["proxy_protocol"] = ("ajp" if served[0].startswith("ajp-") else "http") if served else None
 
-    info = json.loads(_fetch_inside(backend, name, "http://127.0.0.1:8081/actuator/info") or "{}")
+    info = json.loads(_fetch_inside(backend, name, wiring.management_url("/actuator/info")) or "{}")
     connectors = info.get("tomcat", {}).get("connectors", [])
     ajp = [c["protocol"] for c in connectors if ".ajp." in c.get("protocol", "")]
     observed["tomcat_ajp_protocol"] = ajp[0].rsplit(".", 1)[1] if ajp else None

@@ -9,8 +9,8 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -18,9 +18,12 @@ from conftest import REPO, eventually, http_get
 
 sys.path.insert(0, str(REPO))
 from lab import provision  # noqa: E402
-from lab.backend import LOCAL_LAB_USER, LocalBackend, SshBackend  # noqa: E402
-from lab.backends import local  # noqa: E402
+from lab.machines import local  # noqa: E402
+from lab.machines.local.backend import LocalBackend  # noqa: E402
+from lab.machines.ssh import SshBackend  # noqa: E402
 from lab.paths import LOCAL_ROOT  # noqa: E402
+
+LAB_USER = "camellab"   # lab_user of the lab role
 
 MiB = 1024 * 1024
 
@@ -342,5 +345,5 @@ def test_down_leaves_nothing(status):
     processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert str(LOCAL_ROOT) not in processes
     assert not LOCAL_ROOT.exists()
-    assert subprocess.run(["id", LOCAL_LAB_USER], capture_output=True).returncode != 0
+    assert subprocess.run(["id", LAB_USER], capture_output=True).returncode != 0
     assert not (REPO / ".cache" / "backend.json").exists()       # nothing is up: the next start.sh chooses afresh

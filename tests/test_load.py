@@ -20,9 +20,10 @@ sys.path.insert(0, str(REPO))
 from lab import load  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def assembled_jmeter() -> None:
-    load.prepare()
+@pytest.fixture(autouse=True)
+def assembled_jmeter(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("fast") is None:
+        load.prepare()      # ~0 s once JMeter is assembled
 
 
 def start_mock(processes: list[Process], folder: Path) -> int:
@@ -71,6 +72,7 @@ def jmeter_processes(marker: Path) -> list[int]:
 
 # ------------------------------------------------------------------------------------------ no JMeter
 
+@pytest.mark.fast
 def test_profiles_follow_the_write_up_and_quick_is_short() -> None:
     full = load.LoadProfile()
     assert (full.users, full.ramp_s, full.duration_s, full.think_ms) == (150, 150, 1200, 0)
@@ -80,6 +82,7 @@ def test_profiles_follow_the_write_up_and_quick_is_short() -> None:
         load.LoadProfile(users=0)
 
 
+@pytest.mark.fast
 def test_targets_are_checked() -> None:
     parsed = load._parse_targets({"tuned": "http://127.0.0.1:8080", "default": "http://10.213.1.2"},
                                  "/svc/camel/mock", allow_any_host=False)
@@ -91,9 +94,10 @@ def test_targets_are_checked() -> None:
     with pytest.raises(ValueError, match="unknown machine"):
         load._parse_targets({"prod": "http://127.0.0.1"}, "/", False)
     with pytest.raises(ValueError):
-        load.run({"default": "http://127.0.0.1:1"}, load.QUICK, Path("/nonexistent"), schedule="random")
+        load.run({"default": "http://127.0.0.1:1"}, load.QUICK, Path("/nonexistent"), schedule="random", path="/")
 
 
+@pytest.mark.fast
 def test_csv_tail_keeps_partial_and_quoted_records(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
     tail = load._CsvTail(path)
@@ -106,6 +110,7 @@ def test_csv_tail_keeps_partial_and_quoted_records(tmp_path: Path) -> None:
     assert tail.columns == {"timeStamp": 0, "elapsed": 1, "success": 2}
 
 
+@pytest.mark.fast
 def test_progress_lines() -> None:
     progress = {"schedule": "parallel", "elapsed_s": 151.0, "planned_s": 1200, "machines": {
         "default": {"state": "running", "elapsed_s": 151.0, "samples": 9000, "requests_per_s": 412.5, "errors": 3,

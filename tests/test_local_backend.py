@@ -12,8 +12,8 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from conftest import http_get, wait_for  # noqa: E402
-from lab.backends import local  # noqa: E402
-from lab.backends.local import LocalBackendError, Machine  # noqa: E402
+from lab.machines import local  # noqa: E402
+from lab.machines.local import LocalBackendError, Machine, lifecycle, network  # noqa: E402
+from lab.machines.local import machine as local_machine  # noqa: E402
 
 PREFIX = "ctlt"
 SYSTEM_PYTHON = "/usr/bin/python3"  # readable by unprivileged users, unlike a venv under /root
@@ -52,7 +53,7 @@ def assert_inside(m: Machine, pid: int) -> None:
 
 
 def uid_of(pid: int) -> int:
-    line = next(l for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("Uid:"))
+    line = next(row for row in Path(f"/proc/{pid}/status").read_text().splitlines() if row.startswith("Uid:"))
     return int(line.split()[1])
 
 
@@ -251,7 +252,7 @@ def test_address_already_used_by_another_interface(make_machine) -> None:
 
 
 def test_not_root_gets_a_clear_message(tmp_path: Path) -> None:
-    code = ("from pathlib import Path\nfrom lab.backends import local\n"
+    code = ("from pathlib import Path\nfrom lab.machines import local\n"
             "try:\n    local.up(local.Machine('t1', 201, Path('/tmp/ctlt-nobody'), prefix='ctlt'))\n"
             "except local.LocalBackendError as e:\n    print(e)\n")
     result = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
@@ -264,6 +265,7 @@ def test_not_root_gets_a_clear_message(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ unit tests
 
+@pytest.mark.fast
 def test_names_are_validated() -> None:
     with pytest.raises(LocalBackendError, match="15"):
         Machine("averylongname", 201, Path("/tmp/x"), prefix=PREFIX)
@@ -281,17 +283,19 @@ def test_names_are_validated() -> None:
         512, 2.0, d.root / "supervisor" / "supervisord.conf", d.root / "supervisor" / "conf.d")
 
 
+@pytest.mark.fast
 def test_missing_tool_names_its_package(monkeypatch) -> None:
-    monkeypatch.setattr(local.shutil, "which", lambda *args, **kwargs: None)
+    monkeypatch.setattr(local_machine.shutil, "which", lambda *args, **kwargs: None)
     with pytest.raises(LocalBackendError, match=r"'supervisord' not found: install the 'supervisor' package"):
-        local._tool("supervisord", "supervisor")
+        local_machine._tool("supervisord", "supervisor")
     with pytest.raises(LocalBackendError, match=r"'ip' not found: install the 'iproute2' package"):
-        local._ip()
+        local_machine._ip()
 
 
+@pytest.mark.fast
 def test_supervisord_conf() -> None:
     m = Machine("t1", 201, Path("/srv/m/t1"), prefix=PREFIX)
-    text = local.supervisord_conf_text(m)
+    text = lifecycle.supervisord_conf_text(m)
     for line in ("[unix_http_server]", "file=/srv/m/t1/supervisor/supervisor.sock", "chmod=0700",
                  "logfile=/srv/m/t1/logs/supervisord.log", "pidfile=/srv/m/t1/supervisor/supervisord.pid",
                  "childlogdir=/srv/m/t1/logs", "nodaemon=false",
@@ -307,6 +311,7 @@ def fake_v2(root: Path, controllers: str = "cpuset cpu io memory hugetlb pids rd
     return root
 
 
+@pytest.mark.fast
 def test_cgroup_v2_writes_against_a_fake_root(tmp_path: Path) -> None:
     root = fake_v2(tmp_path / "cgroup")
     layout = local.detect_cgroups(root, mounts_file=tmp_path / "no-mounts")
@@ -322,7 +327,7 @@ def test_cgroup_v2_writes_against_a_fake_root(tmp_path: Path) -> None:
     assert (leaf / "cpu.max").read_text() == "200000 100000"
     assert cgroup.paths == [leaf] and cgroup.procs_files == [leaf / "cgroup.procs"]
     assert (cgroup.memory_limit_bytes(), cgroup.cpu_quota()) == (512 * MiB, 2.0)
-    launcher = local._launcher(m, cgroup, ["true"])
+    launcher = network._launcher(m, cgroup, ["true"])
     assert f"echo $$ > {leaf / 'cgroup.procs'}" in launcher[2]
     st = local.status(m, cgroups=layout)
     assert st["cgroup"] == {"version": 2, "paths": [str(leaf)], "memory_limit_bytes": 512 * MiB, "cpu_quota": 2.0}
@@ -340,6 +345,7 @@ def test_cgroup_v2_writes_against_a_fake_root(tmp_path: Path) -> None:
     assert (local.Cgroup(small, layout).memory_limit_bytes(), local.Cgroup(small, layout).cpu_quota()) == (None, None)
 
 
+@pytest.mark.fast
 def test_cgroup_v2_without_memory_controller(tmp_path: Path) -> None:
     root = fake_v2(tmp_path / "cgroup", controllers="cpu io pids")
     layout = local.detect_cgroups(root, mounts_file=tmp_path / "no-mounts")
@@ -347,6 +353,7 @@ def test_cgroup_v2_without_memory_controller(tmp_path: Path) -> None:
         local.Cgroup(Machine("t1", 201, tmp_path / "m", prefix=PREFIX), layout).create()
 
 
+@pytest.mark.fast
 def test_cgroup_v1_layout_from_mounts(tmp_path: Path) -> None:
     mounts = tmp_path / "mounts"
     mounts.write_text(

@@ -29,14 +29,17 @@ import sys
 import time
 from pathlib import Path
 
+import markupsafe
 import pytest
 import yaml
 
 from conftest import REPO, Process, free_port, http_get, spawn, wait_for
 
 sys.path.insert(0, str(REPO))
-from lab import gc as gclog  # noqa: E402
-from lab import load, report, summary  # noqa: E402
+from lab import load, report  # noqa: E402
+from lab.analysis import gclog, summary  # noqa: E402
+from lab.analysis.numbers import clock  # noqa: E402
+from lab.analysis.pcp import pcp_env  # noqa: E402
 
 PCP_BIN = Path("/usr/lib/pcp/bin")
 PMDAS = Path("/var/lib/pcp/pmdas")
@@ -96,7 +99,7 @@ def _start_pcp(pcp: Path, processes: list[Process], metrics_file: Path) -> int:
 
     def answers() -> bool:
         done = subprocess.run(["pminfo", "-h", f"127.0.0.1:{port}", "-f", "openmetrics.app.tomcat_threads_busy_threads"],
-                              capture_output=True, text=True, env=summary._pcp_env())
+                              capture_output=True, text=True, env=pcp_env())
         return done.returncode == 0 and "value" in done.stdout
     wait_for(answers, 30, "pmcd answering with the openmetrics agent")
     return port
@@ -403,7 +406,7 @@ def test_comparison_ratios_and_sentences(real_summary: dict) -> None:
     sentences = real_summary["what_happened"]
     text = "\n".join(sentences)
     crossing = machines["default"]["load"]["error_threshold"]["crossed_at_s"]
-    assert f"default: error rate passed 1% at {summary.clock(crossing)}" in text
+    assert f"default: error rate passed 1% at {clock(crossing)}" in text
     assert "first error at" in text and "500" in text
     assert "tuned: error rate passed" not in text and "tuned: no errors" in text
     assert re.search(r"tuned served [\d.]+x the requests per second of default", text)
@@ -443,7 +446,7 @@ def test_report_is_self_contained_with_every_section(real_run: Path, real_report
     # every generated sentence is in the report
     summary_json = json.loads((real_run / "summary.json").read_text())
     for sentence in summary_json["what_happened"]:
-        assert report.escape(sentence) in html
+        assert markupsafe.escape(sentence) in html     # Jinja2's escaping: ' as &#39;, " as &#34;
 
 
 def test_report_links(real_run: Path, real_report: Path) -> None:

@@ -13,8 +13,9 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))
-from lab import backend as backends  # noqa: E402
 from lab import evidence  # noqa: E402
+from lab.machines import MACHINES, choose  # noqa: E402
+from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_states  # noqa: E402
 
 VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL",
                     "LAB_VAGRANT_MEMORY_MB")
@@ -62,8 +63,8 @@ def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
                                 str(REPO / "ansible" / "inventories" / "vagrant" / "hosts.yml"), "--list"],
                                capture_output=True, text=True, check=True)
     hostvars = json.loads(inventory.stdout)["_meta"]["hostvars"]
-    assert settings["machines"] == {name: hostvars[name]["ansible_host"] for name in backends.MACHINES}
-    assert {hostvars[name]["lab_service_manager"] for name in backends.MACHINES} == {"systemd"}
+    assert settings["machines"] == {name: hostvars[name]["ansible_host"] for name in MACHINES}
+    assert {hostvars[name]["lab_service_manager"] for name in MACHINES} == {"systemd"}
 
 
 def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):
@@ -71,25 +72,27 @@ def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):
     assert (settings["box"], settings["memory"], settings["cpus"]) == ("my/box", 1024, 2)
     # What the report says of the machines follows the same variable, with the same default.
     monkeypatch.setenv("LAB_VAGRANT_MEMORY_MB", "1024")
-    assert "two VMs with 1024 MiB and 2 vCPUs" in backends.VagrantBackend().emulation_note
+    assert "two VMs with 1024 MiB and 2 vCPUs" in VagrantBackend().emulation_note
     monkeypatch.delenv("LAB_VAGRANT_MEMORY_MB")
-    assert f"two VMs with {vagrantfile_settings()['memory']} MiB" in backends.VagrantBackend().emulation_note
+    assert f"two VMs with {vagrantfile_settings()['memory']} MiB" in VagrantBackend().emulation_note
 
 
+@pytest.mark.fast
 def test_vagrant_status_lines_become_states():
     text = ("1700000000,default,metadata,provider,libvirt\n"
             "1700000000,default,state,running\n"
             "1700000000,tuned,state,not_created\n"
             "1700000000,,ui,info,Current machine states:\\n\\ndefault  running (libvirt)\n")
-    assert backends.vagrant_states(text) == {"default": "running", "tuned": "not_created"}
+    assert vagrant_states(text) == {"default": "running", "tuned": "not_created"}
 
 
+@pytest.mark.fast
 def test_one_vagrant_status_answers_for_both_vms(monkeypatch):
     calls = []
     def fake_vagrant(*args, **kwargs):
         calls.append(args)
         return subprocess.CompletedProcess(args, 0, "1,default,state,running\n1,tuned,state,poweroff\n", "")
-    vagrant_backend = backends.VagrantBackend()
+    vagrant_backend = VagrantBackend()
     monkeypatch.setattr(vagrant_backend, "_vagrant", fake_vagrant)
     assert [vagrant_backend.exists(name) for name in ("default", "tuned")] == [True, False]
     assert calls == [("status", "--machine-readable")]
@@ -104,13 +107,14 @@ def _cpuinfo(tmp_path: Path, flags: str) -> Path:
     return path
 
 
+@pytest.mark.fast
 def test_kvm_is_usable_only_with_the_device_and_hardware_virtualisation(tmp_path):
     device = tmp_path / "kvm"
     device.write_text("")
-    assert backends.kvm_usable(_cpuinfo(tmp_path, "vmx"), device)
-    assert backends.kvm_usable(_cpuinfo(tmp_path, "svm"), device)
-    assert not backends.kvm_usable(_cpuinfo(tmp_path, "hypervisor"), device)     # /dev/kvm that only emulates
-    assert not backends.kvm_usable(_cpuinfo(tmp_path, "vmx"), tmp_path / "absent")
+    assert kvm_usable(_cpuinfo(tmp_path, "vmx"), device)
+    assert kvm_usable(_cpuinfo(tmp_path, "svm"), device)
+    assert not kvm_usable(_cpuinfo(tmp_path, "hypervisor"), device)     # /dev/kvm that only emulates
+    assert not kvm_usable(_cpuinfo(tmp_path, "vmx"), tmp_path / "absent")
 
 
 @pytest.mark.parametrize("tools, plugins, kvm, expected", [
@@ -120,14 +124,15 @@ def test_kvm_is_usable_only_with_the_device_and_hardware_virtualisation(tmp_path
     ({"vagrant"}, "vagrant-libvirt (0.11.2, system)", False, "local"),
     ({"vagrant"}, "No plugins installed.", True, "local"),
 ])
+@pytest.mark.fast
 def test_vagrant_is_the_default_only_with_an_accelerated_provider(tools, plugins, kvm, expected):
-    name, why = backends.default_backend(which=lambda tool: tool in tools and f"/usr/bin/{tool}",
+    name, why = choose.default_backend(which=lambda tool: tool in tools and f"/usr/bin/{tool}",
                                          kvm=lambda: kvm, plugins=lambda: plugins)
     assert name == expected and why
 
 
 def test_start_sh_says_which_backend_it_chose_and_why():
-    expected, why = backends.default_backend()
+    expected, why = choose.default_backend()
     current = REPO / ".cache" / "backend.json"
     if current.exists():   # a lab is up: its backend is used, whatever this host has
         expected, why = json.loads(current.read_text())["backend"], "the lab that is up uses it"
@@ -135,6 +140,7 @@ def test_start_sh_says_which_backend_it_chose_and_why():
     assert f"Backend: {expected} ({why}; --backend chooses another)" in result.stderr, result.stderr
 
 
+@pytest.mark.fast
 def test_systemds_journal_tells_which_service_died_and_how():
     journal = (
         "1763790000.000001 lab-tuned systemd[1]: Started camel-app.service - camel-tuning-lab Camel service.\n"

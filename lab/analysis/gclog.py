@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from lab.analysis.numbers import number
+from lab.paths import REPO
+
 GCVIEWER_ARTIFACT = "com.github.chewiebug:gcviewer:1.36"
 GCVIEWER_NAME = "GCViewer 1.36"
 TOOLS_DIR = REPO / ".cache" / "tools"
@@ -203,12 +205,7 @@ def _run_gcviewer(java_bin: str, jar: Path, log: Path, out: Path, export_type: s
 
 
 def _number(text: str) -> float | None:
-    text = text.strip().replace(",", "")
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if value == value else None      # NaN -> None
+    return number(text.strip().replace(",", ""))
 
 
 def _gcviewer_events(text: str, log: LogFile) -> list[Pause]:
@@ -261,8 +258,8 @@ def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewe
         result["problems"].append(f"no GC log in {gc_dir}")
         return result
     logs = [read_log(p) for p in files]
-    logs.sort(key=lambda l: (l.first_at if l.first_at is not None else float("inf"), -_rotation(l.path)))
-    result["collector"] = next((l.collector for l in logs if l.collector), None)
+    logs.sort(key=lambda f: (f.first_at if f.first_at is not None else float("inf"), -_rotation(f.path)))
+    result["collector"] = next((f.collector for f in logs if f.collector), None)
 
     pauses_by_file: dict[str, list[Pause]] = {}
     whole: dict[str, dict] = {}
@@ -311,7 +308,7 @@ def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewe
     if result["collector"] is None and any("G1" in p.kind for p in pauses):
         result["collector"] = "G1"          # the "Using G1" line was in a file rotated away
 
-    timed = all(p.at is not None for p in pauses) and all(l.offset_s is not None for l in logs)
+    timed = all(p.at is not None for p in pauses) and all(f.offset_s is not None for f in logs)
     if window and timed and window[1] > window[0]:
         start, end = window
         selected = [p for p in pauses if start <= p.at < end]
@@ -321,7 +318,7 @@ def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewe
     else:
         selected = pauses
         # Whole logs: from each JVM's start to its last logged line.
-        span = sum((l.last_uptime_s or 0.0) for l in logs if l.path.name == _newest_of_jvm(logs, l))
+        span = sum((f.last_uptime_s or 0.0) for f in logs if f.path.name == _newest_of_jvm(logs, f))
         result["scope"] = "whole log" if not window else "whole log (no wall-clock time in the log to cut the load window)"
         result["window"] = {"start_at": None, "end_at": None, "duration_s": round(span, 3)}
     total_s = sum(p.pause_ms for p in selected) / 1000.0
@@ -358,5 +355,5 @@ def _rotation(path: Path) -> int:
 
 def _newest_of_jvm(logs: list[LogFile], log: LogFile) -> str:
     """The file holding the last lines of log's JVM (same wall-clock offset, within a second)."""
-    same = [l for l in logs if l.offset_s is None or log.offset_s is None or abs(l.offset_s - log.offset_s) < 1.0]
-    return max(same, key=lambda l: l.last_uptime_s or 0.0).path.name
+    same = [f for f in logs if f.offset_s is None or log.offset_s is None or abs(f.offset_s - log.offset_s) < 1.0]
+    return max(same, key=lambda f: f.last_uptime_s or 0.0).path.name

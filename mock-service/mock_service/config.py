@@ -10,8 +10,9 @@ import math
 import os
 import random
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, NoReturn, Sequence
+from typing import NoReturn
 
 LATENCY_FORM = "fixed:MS, uniform:MIN_MS,MAX_MS or lognormal:MEDIAN_MS,SIGMA"
 DEFAULT_LATENCY = "lognormal:20,0.5"

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 _SYLLABLES = ("ka", "lo", "mi", "ra", "ven", "tor", "sel", "pa", "dru", "xo", "ni", "bel")
 _NOUNS = ("widget", "gadget", "bracket", "valve", "sensor", "cable", "panel", "gear")
 _CURRENCIES = ("EUR", "USD", "GBP", "CHF", "JPY", "SEK")
 _STATUSES = ("ACTIVE", "PENDING", "SHIPPED", "CANCELLED")
-_EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 _SEPARATORS = (",", ":")  # compact: size is what we control, not whitespace
 
 

@@ -1,0 +1,25 @@
+"""python3 -m lab.analysis RUN_DIR: (re)computes summary.json and series.json and prints what happened."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lab import runfolder
+from lab.analysis.summary import summarize
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m lab.analysis", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=runfolder.existing)
+    args = parser.parse_args(argv)
+    summary = summarize(args.run_dir)
+    for sentence in summary["what_happened"]:
+        print(sentence)
+    for problem in summary["problems"]:
+        print(f"missing: {problem}", file=sys.stderr)
+    print(f"written: {args.run_dir / 'summary.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Small numeric helpers every figure of the lab goes through (one definition each)."""
+from __future__ import annotations
+
+import math
+
+
+def number(value: object) -> float | None:
+    """A finite float from a JSON value, else None (booleans are not numbers here)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return result if math.isfinite(result) else None
+
+
+def percentile(ordered: list[float], p: float) -> float | None:
+    """Nearest rank over an already sorted list: the smallest value with at least p % at or below it."""
+    if not ordered:
+        return None
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100.0 * len(ordered)) - 1))]
+
+
+def ratio(tuned: object, default: object) -> float | None:
+    """tuned / default, rounded; None when either is missing or default is zero."""
+    a, b = number(tuned), number(default)
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 6)
+
+
+def mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def finite(values: list) -> list[float]:
+    """The numbers among values (None, strings and booleans dropped)."""
+    return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def clock(seconds: float | None, fixed: bool = False) -> str:
+    """Seconds as m:ss (or h:mm:ss); fixed: mm:ss, never negative (progress lines keep their width)."""
+    if seconds is None:
+        return "?"
+    if fixed:
+        seconds = max(0.0, seconds)
+    sign = "-" if seconds < 0 else ""
+    total = int(abs(seconds))
+    hours, rest = divmod(total, 3600)
+    if hours:
+        return f"{sign}{hours}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{sign}{rest // 60:02d}:{rest % 60:02d}" if fixed else f"{sign}{rest // 60}:{rest % 60:02d}"

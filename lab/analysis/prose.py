@@ -1,0 +1,117 @@
+"""Sentences about what happened in a run, generated from its figures (each only when its data is there)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.analysis.jmeter import ERROR_RATE_THRESHOLD
+from lab.analysis.numbers import clock, number
+from lab.analysis.numbers import ratio as _ratio
+from lab.machines import MACHINES
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "?" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def _ms(value) -> str:
+    return "?" if value is None else f"{value:,.0f} ms"
+
+
+def _mib(value) -> str:
+    return "?" if value is None else f"{value / 1048576:,.0f} MiB"
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.0f}x"
+
+
+def what_happened(summary: dict) -> list[str]:
+    """Sentences generated from the figures (each only when its data is there)."""
+    sentences: list[str] = []
+    run = summary["run"]
+    machines = summary["machines"]
+    if run.get("interrupted"):
+        planned = number((run.get("profile") or {}).get("duration_s"))
+        lasted = run.get("duration_s")
+        sentences.append("The run was interrupted" + (f" after {clock(lasted)}" if lasted is not None else "")
+                         + (f" (planned: {clock(planned)} of load per machine)." if planned else "."))
+    for machine, entry in machines.items():
+        if not entry.get("load") and machine in MACHINES:
+            sentences.append(f"{machine}: no JMeter results: the machine was not loaded, or JMeter recorded nothing.")
+    loaded = {m: e["load"] for m, e in machines.items() if e.get("load")}
+    # Throughput and latency, tuned against default.
+    d, t = loaded.get("default"), loaded.get("tuned")
+    ratio = _ratio(t.get("throughput_rps"), d.get("throughput_rps")) if d and t else None
+    if ratio is not None:
+        total = _ratio(t["all"]["samples"], d["all"]["samples"])
+        sentences.append(
+            f"tuned served {_times(ratio)} the requests per second of default in the steady state "
+            f"({t['throughput_rps']:,.1f} vs {d['throughput_rps']:,.1f} req/s) at p95 {_ms(t['latency_ms']['p95'])} "
+            f"vs {_ms(d['latency_ms']['p95'])}"
+            + (f"; {_times(total)} the requests over the whole run ({t['all']['samples']:,} vs "
+               f"{d['all']['samples']:,})." if total is not None else "."))
+    for machine, load in loaded.items():
+        if ratio is None or machine not in ("default", "tuned"):
+            steady = (f"{_fmt_rate(load['throughput_rps'])} in the steady state, p95 {_ms(load['latency_ms']['p95'])}"
+                      if load["window"]["duration_s"] > 0 else "no steady state (the load ended during the ramp-up)")
+            sentences.append(f"{machine} served {load['all']['samples']:,} requests: {steady}.")
+        first = load.get("first_error")
+        if not first:
+            sentences.append(f"{machine}: no errors ({load['all']['samples']:,} requests).")
+            continue
+        threshold = load["error_threshold"]
+        if threshold["crossed_at_s"] is not None:
+            start = threshold["crossed_at_s"]
+            text = (f"{machine}: error rate passed {ERROR_RATE_THRESHOLD:.0%} at {clock(start)} "
+                    f"({_pct(threshold['bucket_error_rate'])} of the {threshold['bucket_samples']:,} requests that "
+                    f"ended in {clock(start)}–{clock(start + threshold['bucket_s'])}; above {ERROR_RATE_THRESHOLD:.0%} "
+                    f"in {threshold['buckets_above']} of {threshold['buckets']} {threshold['bucket_s']}-s windows)")
+        else:
+            text = (f"{machine}: error rate stayed at or below {ERROR_RATE_THRESHOLD:.0%} in every "
+                    f"{threshold['bucket_s']}-s window")
+        count = first.get("active_users")
+        users = f" with {count} user{'s' if count != 1 else ''} active" if count else ""
+        kinds = load.get("errors_by_type") or []
+        by_kind = (": " + ", ".join(f"{k['error']} ({k['count']:,})" for k in kinds[:3])
+                   + (", …" if len(kinds) > 3 else "")) if len(kinds) > 1 else ""
+        text += (f"; first error at {clock(first['at_s'])}: {first['label']}{users}; "
+                 f"{load['all']['errors']:,} errors in all ({_pct(load['all']['error_rate'], 2)} of "
+                 f"{load['all']['samples']:,} requests){by_kind}.")
+        sentences.append(text)
+    # GC
+    for machine, entry in machines.items():
+        gc = entry.get("gc")
+        if gc and gc.get("time_in_gc_pct") is not None and gc.get("pause_count"):
+            sentences.append(
+                f"{machine} spent {gc['time_in_gc_pct']:.1f}% of its time in GC pauses "
+                f"({gc.get('collector') or 'collector unknown'}: {gc['pause_count']:,} pauses, "
+                f"{gc['pause_total_s']:.2f} s in all, longest {_ms(gc['pause_max_ms'])}"
+                + (f", {gc['full_gc_count']} full" if gc.get("full_gc_count") else "") + f"; {gc['scope']}).")
+        elif gc and gc.get("scope"):
+            sentences.append(f"{machine}: no GC pause in its GC log ({gc['scope']}).")
+    # Memory
+    for machine, entry in machines.items():
+        peak = (entry.get("memory") or {}).get("peak_bytes")
+        if peak is not None:
+            limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
+            sentences.append(f"{machine} peaked at {_mib(peak)} of memory"
+                             + (f", {peak / limit:.0%} of its {_mib(limit)} limit" if limit else "")
+                             + f" ({entry['memory']['source']}).")
+    # Process exits, OOM kills, crash files
+    for machine, entry in machines.items():
+        events = entry.get("events") or {}
+        for exit_ in events.get("process_exits") or []:
+            if isinstance(exit_, dict):
+                sentences.append(f"{machine}: {exit_.get('process', 'a process')} exited at {clock(exit_.get('at_s'))} "
+                                 f"({exit_.get('reason') or 'no reason recorded'}).")
+        oom = events.get("oom_kills")
+        if isinstance(oom, int) and not isinstance(oom, bool) and oom > 0:
+            sentences.append(f"{machine}: the kernel's OOM killer struck {oom} time{'s' if oom != 1 else ''}.")
+        if entry.get("crash_files"):
+            sentences.append(f"{machine}: crash files: " + ", ".join(Path(f).name for f in entry["crash_files"]) + ".")
+    return sentences
+
+
+def _fmt_rate(value) -> str:
+    return "? req/s" if value is None else f"{value:,.1f} req/s"
+

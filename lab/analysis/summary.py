@@ -1,0 +1,314 @@
+"""A run folder → summary.json (the figures) and series.json (the time series the report charts).
+
+    summarize(run_dir) -> dict          # also writes run_dir/summary.json and run_dir/series.json
+    python3 -m lab.analysis runs/<run-id>
+
+Every figure is computed here from the raw files the run collected (their layout: lab/runfolder.py):
+JMeter's results CSV of each machine (lab/analysis/jmeter.py, which states the definitions), the
+machine's PCP archive (read with PCP's own pmrep/pminfo, lab/analysis/pcp.py), its GC logs
+(GCViewer, lab/analysis/gclog.py), events.json, status.json, knobs.json and run.json. Any of them
+may be missing: the summary then says so (`problems`, and `missing` per machine) and carries on.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from lab.analysis import gclog
+from lab.analysis.jmeter import (
+    ERROR_RATE_THRESHOLD,
+    THRESHOLD_BUCKET_S,
+    THRESHOLD_MIN_SAMPLES,
+    Samples,
+    analyze_load,
+    read_results,
+)
+from lab.analysis.numbers import number as _number
+from lab.analysis.numbers import ratio as _ratio
+from lab.analysis.pcp import analyze_pcp
+from lab.analysis.prose import what_happened
+from lab.machines import MACHINES
+from lab.paths import LOCAL_ROOT
+from lab.runfolder import RunFolder
+
+SCHEMA = 1
+MEMORY_EVENTS_SOURCE = "events.json peak_memory_bytes (the machine's memory peak)"
+
+
+def _machines(run: RunFolder, status: dict | None, knobs: dict | None) -> list[str]:
+    """default and tuned always (a missing one is reported as missing), then any other the run names."""
+    names = list(MACHINES)
+    found = run.machines_found()
+    if status and isinstance(status.get("machines"), dict):
+        found.update(status["machines"])
+    if knobs:
+        found.update(k for k, v in knobs.items() if isinstance(v, dict))
+    return names + sorted(found - set(names))
+
+
+def _list_files(folder: Path, run: RunFolder) -> list[str]:
+    if not folder.is_dir():
+        return []
+    return sorted(run.relative(p) for p in folder.rglob("*") if p.is_file())
+
+
+def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> dict:
+    """The run's figures (also written to run_dir/summary.json, and its series to series.json)."""
+    folder = RunFolder(Path(run_dir))
+    problems: list[str] = []
+    if not folder.root.is_dir():
+        raise FileNotFoundError(f"no run folder {folder.root}")
+    run = folder.read_json(folder.run_json, problems, "run") or {}
+    status = folder.read_json(folder.status_json, problems, "status")
+    knobs = folder.read_json(folder.knobs_json, problems, "knobs")
+    profile = run.get("profile") if isinstance(run.get("profile"), dict) else {}
+    ramp_s = _number(profile.get("ramp_s")) or 0.0
+    backend = run.get("backend") or (status or {}).get("backend")
+    machines = _machines(folder, status, knobs)
+
+    samples: dict[str, Samples] = {}
+    for machine in machines:
+        path = folder.results(machine)
+        if path.is_file():
+            try:
+                found = read_results(path)
+            except (OSError, ValueError) as error:
+                problems.append(f"{machine}: results.csv unreadable ({error})")
+                continue
+            if len(found):
+                samples[machine] = found
+    started = _number(run.get("started_at"))
+    ended = _number(run.get("ended_at"))
+    t0 = started if started is not None else (
+        min(min(s.start) for s in samples.values()) / 1000.0 if samples else time.time())
+
+    summary: dict = {
+        "schema": SCHEMA, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
+        "run": {"run_id": run.get("run_id") or folder.root.name, "backend": backend,
+                "backend_note": run.get("backend_note") or (status or {}).get("note"),
+                "schedule": run.get("schedule"), "profile": profile, "started_at": started, "ended_at": ended,
+                "duration_s": round(ended - started, 3) if started is not None and ended is not None else None,
+                "interrupted": run.get("interrupted"), "host": run.get("host"), "versions": run.get("versions"),
+                "t0": t0, "t0_basis": "run.json started_at" if started is not None else "first sample"},
+        "definitions": {"percentile": "nearest rank, all samples (failed included)",
+                        "steady_window": "first sample's start + ramp-up .. last sample's end",
+                        "sample_time": "end of the sample (timeStamp + elapsed)",
+                        "error_threshold": f"first {THRESHOLD_BUCKET_S}-s bucket (by sample end, from the run's "
+                                           f"start) of at least {THRESHOLD_MIN_SAMPLES} requests with an error "
+                                           f"rate above {ERROR_RATE_THRESHOLD:.0%}",
+                        "gc_throughput": "100 % - time in GC pauses / length of the load window"},
+        "machines": {}, "problems": problems,
+    }
+    series: dict = {"t0": t0, "machines": {}}
+
+    for machine in machines:
+        entry, machine_series = _summarize_machine(folder, machine, samples.get(machine), t0, ramp_s, backend,
+                                                   status, run, use_gcviewer)
+        summary["machines"][machine] = entry
+        series["machines"][machine] = machine_series
+        problems.extend(f"{machine}: {p}" for p in entry["missing"])
+
+    summary["comparison"] = _comparison(summary["machines"])
+    summary["knobs"] = _knobs(knobs)
+    summary["observed"] = _observed(status, machines)
+    summary["what_happened"] = what_happened(summary)
+    if write:
+        folder.write_json(folder.summary_json, summary)
+        folder.write_json(folder.series_json, series, compact=True)
+    return summary
+
+
+def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None, t0: float, ramp_s: float,
+                       backend: str | None, status: dict | None, run: dict, use_gcviewer: bool) -> tuple[dict, dict]:
+    missing: list[str] = []
+    series: dict = {}
+    entry: dict = {"missing": missing}
+
+    results = folder.results(machine)
+    dashboard = folder.dashboard(machine)
+    if samples:
+        entry["load"] = analyze_load(samples, t0, ramp_s, series.setdefault("load", {}))
+        window = (entry["load"]["window"]["start_at"], entry["load"]["window"]["end_at"])
+        load_window = (t0 + entry["load"]["load_start_s"], t0 + entry["load"]["load_end_s"])
+    else:
+        entry["load"] = None
+        missing.append(f"no JMeter results (jmeter/{machine}/results.csv "
+                       f"{'has no samples' if results.is_file() else 'missing'})")
+        window = load_window = None
+
+    # GC over the steady window (the load's steady state), whole log if no window or wall clock.
+    gc_dir = folder.evidence(machine, "gc")
+    if gclog.log_files(gc_dir):
+        gc = gclog.analyze(gc_dir, window, use_gcviewer=use_gcviewer)
+        series["gc"] = [{"t": round(p["at"] - t0, 4) if p["at"] is not None else None, "uptime_s": p["uptime_s"],
+                         "pause_ms": p["pause_ms"], "heap_after_bytes": p["heap_after_bytes"],
+                         "heap_before_bytes": p["heap_before_bytes"], "heap_total_bytes": p["heap_total_bytes"],
+                         "kind": p["kind"]} for p in gc.pop("series")]
+        entry["gc"] = gc
+    else:
+        entry["gc"] = None
+        missing.append(f"no GC log (machines/{machine}/gc/)")
+
+    # PCP: resources over the whole load (ramp-up included: that is when things change).
+    pcp_dir = folder.evidence(machine, "pcp")
+    # The machine's processes on a shared host: its folder in their command line (run.json's optional
+    # machine_homes, else the local backend's folder, else any …/machines/<name>/).
+    homes = run.get("machine_homes") if isinstance(run.get("machine_homes"), dict) else {}
+    markers = [homes[machine].rstrip("/") + "/"] if isinstance(homes.get(machine), str) and homes[machine] else []
+    if backend == "local":
+        markers.append(f"{LOCAL_ROOT}/machines/{machine}/")
+    resources = analyze_pcp(pcp_dir, machine, backend, t0, load_window, series, markers)
+    entry["resources"] = resources
+    if not resources.get("archive"):
+        missing.append(f"no PCP archive (machines/{machine}/pcp/)")
+
+    events, event_problem = _read_events(folder, machine)
+    entry["events"] = events
+    if event_problem:
+        missing.append(event_problem)
+    if events:
+        for exit_ in events.get("process_exits") or []:
+            at = _number(exit_.get("at")) if isinstance(exit_, dict) else None
+            if at is not None:
+                exit_["at_s"] = round(at - t0, 3)
+
+    peak = _number((events or {}).get("peak_memory_bytes"))
+    if resources.get("proc_pss_max_bytes") is not None:
+        pcp_peak = {"peak_bytes": resources["proc_pss_max_bytes"],
+                    "source": "PCP: peak of the summed proc.smaps.pss (proportional set size) of the machine's "
+                              "processes"}
+    elif resources.get("proc_rss_max_bytes") is not None:
+        pcp_peak = {"peak_bytes": resources["proc_rss_max_bytes"],
+                    "source": "PCP: peak of the summed proc.memory.rss of the machine's processes"}
+    elif resources.get("mem_used_max_bytes") is not None and backend != "local":
+        pcp_peak = {"peak_bytes": resources["mem_used_max_bytes"], "source": "PCP: peak mem.util.used"}
+    else:
+        pcp_peak = {"peak_bytes": None, "source": None}
+    if peak is not None:
+        entry["memory"] = {"peak_bytes": peak, "source": MEMORY_EVENTS_SOURCE}
+    else:
+        entry["memory"] = dict(pcp_peak)
+    entry["memory"]["events_peak_bytes"] = peak
+    entry["memory"]["pcp_peak_bytes"] = pcp_peak["peak_bytes"]
+    entry["memory"]["pcp_source"] = pcp_peak["source"]
+    if resources.get("proc_cpu_cores_mean") is not None:
+        entry["cpu"] = {"mean_cores": resources["proc_cpu_cores_mean"], "max_cores": resources["proc_cpu_cores_max"],
+                        "source": "PCP: proc.psinfo.utime + stime of the machine's processes, over the load"}
+    elif resources.get("host_cpu_cores_mean") is not None and backend != "local":
+        entry["cpu"] = {"mean_cores": resources["host_cpu_cores_mean"], "max_cores": None,
+                        "source": "PCP: kernel.all.cpu.user + sys, over the load"}
+    else:
+        entry["cpu"] = {"mean_cores": None, "max_cores": None, "source": None}
+
+    state = ((status or {}).get("machines") or {}).get(machine) if status else None
+    if isinstance(state, dict):
+        entry["url"] = state.get("url")
+        entry["address"] = state.get("address")
+        entry["processes"] = state.get("processes")
+        entry["observed"] = state.get("observed")
+    else:
+        entry["url"] = entry["address"] = entry["processes"] = entry["observed"] = None
+        missing.append("not in status.json")
+
+    crash = _list_files(folder.evidence(machine, "crash"), folder)
+    entry["crash_files"] = crash
+    entry["files"] = {
+        "results": folder.relative(results) if results.is_file() else None,
+        "dashboard": folder.relative(dashboard) if dashboard.is_file() else None,
+        "archive": [folder.relative(Path(a)) for a in resources["archive"].split(",")] if resources.get("archive") else [],
+        "gc_logs": _list_files(gc_dir, folder),
+        "logs": _list_files(folder.evidence(machine, "logs"), folder),
+        "crash": crash,
+        "events": folder.relative(folder.events_json(machine)) if (folder.events_json(machine)).is_file() else None,
+    }
+    if not dashboard.is_file() and samples:
+        missing.append("no JMeter dashboard")
+    return entry, series
+
+
+def _read_events(folder: RunFolder, machine: str) -> tuple[dict | None, str | None]:
+    problems: list[str] = []
+    events = folder.read_json(folder.events_json(machine), problems, "events")
+    return events, (problems[0] if problems else None)
+
+
+COMPARED = (
+    # key, label, unit, getter, better
+    ("throughput_rps", "Throughput (steady state)", "req/s", lambda m: (m.get("load") or {}).get("throughput_rps"), "higher"),
+    ("samples_all", "Requests served (whole run)", "", lambda m: ((m.get("load") or {}).get("all") or {}).get("samples"), "higher"),
+    ("error_rate", "Error rate (steady state)", "%", lambda m: (m.get("load") or {}).get("error_rate"), "lower"),
+    ("error_rate_all", "Error rate (whole run)", "%", lambda m: ((m.get("load") or {}).get("all") or {}).get("error_rate"), "lower"),
+    ("p50_ms", "Latency p50", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("p50"), "lower"),
+    ("p90_ms", "Latency p90", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("p90"), "lower"),
+    ("p95_ms", "Latency p95", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("p95"), "lower"),
+    ("p99_ms", "Latency p99", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("p99"), "lower"),
+    ("max_ms", "Latency max", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("max"), "lower"),
+    ("gc_pauses", "GC pauses", "", lambda m: (m.get("gc") or {}).get("pause_count"), "lower"),
+    ("gc_total_s", "GC pause time, total", "s", lambda m: (m.get("gc") or {}).get("pause_total_s"), "lower"),
+    ("gc_max_ms", "GC pause, longest", "ms", lambda m: (m.get("gc") or {}).get("pause_max_ms"), "lower"),
+    ("gc_throughput_pct", "GC throughput (time not in GC)", "%", lambda m: (m.get("gc") or {}).get("throughput_pct"), "higher"),
+    ("peak_memory_bytes", "Peak memory", "bytes", lambda m: (m.get("memory") or {}).get("peak_bytes"), "lower"),
+    ("cpu_mean_cores", "CPU, mean (machine's processes)", "cores", lambda m: (m.get("cpu") or {}).get("mean_cores"), "lower"),
+)
+
+
+def _comparison(machines: dict) -> list[dict]:
+    default, tuned = machines.get("default") or {}, machines.get("tuned") or {}
+    rows = []
+    for key, label, unit, get, better in COMPARED:
+        a, b = get(default), get(tuned)
+        row = {"key": key, "label": label, "unit": unit, "default": a, "tuned": b, "ratio": _ratio(b, a),
+               "better": better}
+        if key == "peak_memory_bytes":
+            # Compare like with like: events.json on both, else PCP on both.
+            ma, mb = default.get("memory") or {}, tuned.get("memory") or {}
+            if ma.get("events_peak_bytes") is not None and mb.get("events_peak_bytes") is not None:
+                row.update(default=ma["events_peak_bytes"], tuned=mb["events_peak_bytes"], source=MEMORY_EVENTS_SOURCE)
+            elif ma.get("pcp_peak_bytes") is not None and mb.get("pcp_peak_bytes") is not None \
+                    and ma.get("pcp_source") == mb.get("pcp_source"):
+                row.update(default=ma["pcp_peak_bytes"], tuned=mb["pcp_peak_bytes"], source=ma["pcp_source"])
+            else:
+                if a is not None and b is not None:
+                    row["source"] = "measured differently on each machine: no ratio"
+                row["ratio"] = None
+                rows.append(row)
+                continue
+            row["ratio"] = _ratio(row["tuned"], row["default"])
+        rows.append(row)
+    return rows
+
+
+def _knobs(knobs: dict | None) -> dict:
+    if not knobs:
+        return {"differ": [], "same": 0, "available": False}
+    default = knobs.get("default") if isinstance(knobs.get("default"), dict) else {}
+    tuned = knobs.get("tuned") if isinstance(knobs.get("tuned"), dict) else {}
+    differ, same = [], 0
+    for variable in sorted(set(default) | set(tuned)):
+        a, b = default.get(variable, "(unset)"), tuned.get(variable, "(unset)")
+        if json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str):
+            same += 1
+        else:
+            differ.append({"variable": variable, "default": a, "tuned": b})
+    return {"differ": differ, "same": same, "available": bool(default or tuned)}
+
+
+def _observed(status: dict | None, machines: list[str]) -> dict:
+    rows: dict[str, dict] = {}
+    for machine in machines:
+        state = ((status or {}).get("machines") or {}).get(machine) or {}
+        for key, value in (state.get("observed") or {}).items():
+            rows.setdefault(key, {})[machine] = value
+    return rows
+
+
+
+def load_series(run_dir: Path) -> dict:
+    """series.json, computed (with summary.json) if missing."""
+    path = RunFolder(Path(run_dir)).series_json
+    if not path.is_file():
+        summarize(run_dir)
+    return json.loads(path.read_text())
+
+

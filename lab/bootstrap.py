@@ -1,0 +1,35 @@
+"""Gets the command line into the project's venv: what the lab needs installed (tools/install-deps),
+then the same command again under .venv/bin/python, so every module runs in one interpreter with the
+pinned packages. Standard library only: it runs under the system's python3."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lab.paths import REPO, VENV
+from lab.progress import step
+
+# Commands that change the machines install what is missing first; the others only when the venv is.
+INSTALLING = {None, "up"}
+
+
+def in_venv() -> bool:
+    return Path(sys.prefix).resolve() == VENV.resolve()
+
+
+def _command(argv: list[str]) -> str | None:
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def enter_venv(argv: list[str]) -> None:
+    """Installs what is missing, then replaces this process with the same command in the venv."""
+    python = VENV / "bin" / "python"
+    if _command(argv) in INSTALLING or not python.is_file():
+        with step("Installing what the lab needs"):
+            result = subprocess.run([str(REPO / "tools" / "install-deps")])
+            if result.returncode != 0:
+                print("start.sh: tools/install-deps failed (see its message above)", file=sys.stderr)
+                sys.exit(1)
+    os.execv(str(python), [str(python), "-m", "lab", *argv])

@@ -1,0 +1,125 @@
+"""JMeter itself: assembled from Maven Central by jmeter-maven-plugin (jmeter/pom.xml), found, and
+the Java that runs it."""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lab.load.profile import LoadError
+from lab.paths import REPO
+
+JMETER_DIR = REPO / "jmeter"
+POM = JMETER_DIR / "pom.xml"
+PLAN = JMETER_DIR / "camel-tuning-lab.jmx"
+TARGET = JMETER_DIR / "target"
+PLUGIN_CONFIG = TARGET / "config.json"          # written by the plugin's configure goal
+STAMP = TARGET / "lab-assembled.sha256"         # pom.xml hash of the assembled JMeter
+PREPARE_LOG = TARGET / "prepare.log"
+LOCK = JMETER_DIR / ".prepare.lock"
+MVNW = REPO / "mvnw"
+CONFIGURE_GOAL = "jmeter:configure@configuration"
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = Path(java_home) / "bin" / "java" if java_home else None
+    java = str(candidate) if candidate and candidate.is_file() else shutil.which("java")
+    if not java:
+        raise LoadError("java not found (JMeter needs Java 8 or later; Debian: apt-get install openjdk-17-jre-headless)")
+    try:
+        version = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise LoadError(f"{java} -version failed: {error}") from error
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', version)
+    if not found:
+        raise LoadError(f"cannot tell the Java version of {java}: {version.strip()[:200]}")
+    major = int(found.group(1)) if found.group(1) != "1" else int(found.group(2) or 0)
+    if major < 8:
+        raise LoadError(f"{java} is Java {major}; JMeter 5.6 needs Java 8 or later")
+    return java
+
+
+def _pom_hash() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()
+
+
+def jmeter_home() -> Path | None:
+    """The assembled JMeter's folder (…/jmeter with bin/ and lib/), if prepare() has run."""
+    try:
+        configurations = json.loads(PLUGIN_CONFIG.read_text())["configurations"]
+        configuration = next(c for c in configurations if c.get("executionID") == "configuration")
+        home = Path(configuration["jmeterDirectoryPath"])
+        jar = home / "bin" / configuration["runtimeJarName"]
+    except (OSError, ValueError, KeyError, StopIteration):
+        return None
+    return home if jar.is_file() else None
+
+
+def _runtime_jar(home: Path) -> Path:
+    jars = sorted((home / "bin").glob("ApacheJMeter*.jar"))
+    if not jars:
+        raise LoadError(f"no ApacheJMeter*.jar in {home / 'bin'}: run prepare() again")
+    return jars[0]
+
+
+def _assembled() -> bool:
+    try:
+        return jmeter_home() is not None and STAMP.read_text().strip() == _pom_hash()
+    except OSError:
+        return False
+
+
+@contextmanager
+def _prepare_lock() -> Iterator[None]:
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def prepare() -> None:
+    """Assemble JMeter from Maven Central with the plugin (idempotent: ~0 s when already done).
+
+    Needs Java and Maven Central (the wrapper downloads Maven 3.9 the first time, then the plugin
+    downloads JMeter's jars: ~1.5 min on first run)."""
+    java = _java()
+    if _assembled():
+        return
+    with _prepare_lock():
+        if _assembled():                       # another process did it while we waited
+            return
+        if not os.access(MVNW, os.X_OK):
+            raise LoadError(f"{MVNW} missing or not executable (the repository's Maven wrapper)")
+        shutil.rmtree(TARGET, ignore_errors=True)   # the plugin assembles into a new random folder each time
+        TARGET.mkdir(parents=True)
+        env = dict(os.environ)
+        env.setdefault("JAVA_HOME", str(Path(os.path.realpath(java)).parent.parent))
+        command = [str(MVNW), "-B", "-ntp", "-f", str(POM), CONFIGURE_GOAL]
+        with PREPARE_LOG.open("w") as log:
+            try:
+                done = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=1800)
+            except subprocess.TimeoutExpired:
+                raise LoadError(f"assembling JMeter took over 30 min; see {PREPARE_LOG}") from None
+        output = PREPARE_LOG.read_text(errors="replace")
+        if done.returncode != 0 or jmeter_home() is None:
+            hint = ""
+            if re.search(r"could not (transfer|resolve|be resolved)|UnknownHost|Connection (refused|timed out)|"
+                         r"Network is unreachable|unable to find valid certification path|Failed to fetch|"
+                         r"Cannot access central", output, re.IGNORECASE):
+                hint = (" Maven Central (https://repo.maven.apache.org) looks unreachable: JMeter is assembled "
+                        "from it (and the Maven wrapper downloads Maven 3.9 from it on first use).")
+            tail = "\n".join(output.strip().splitlines()[-15:])
+            raise LoadError(f"assembling JMeter failed (`{' '.join(command[1:])}`, exit {done.returncode}).{hint}\n"
+                            f"Log: {PREPARE_LOG}\n{tail}")
+        STAMP.write_text(_pom_hash() + "\n")
+

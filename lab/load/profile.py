@@ -1,0 +1,60 @@
+"""The load a machine gets: a profile (users, ramp-up, duration, think time, timeouts, keep-alive), and
+what a run of it returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError
+
+SCHEDULES = ("parallel", "sequential")
+
+
+class LoadError(LabError):
+    """The load could not be prepared or run; the message says what to do."""
+
+
+@dataclass
+class LoadProfile:
+    users: int = 150                    # virtual users per machine
+    ramp_s: int = 150                   # ramp-up: users arrive evenly over this time (1 user/s here)
+    duration_s: int = 1200              # whole run per machine, ramp-up included; JMeter stops by itself
+    think_ms: int = 0                   # pause after each request, per user
+    connect_timeout_ms: int = 30000     # = HTTPD Timeout/ProxyTimeout and Tomcat connectionTimeout (30 s)
+    response_timeout_ms: int = 60000    # > the proxy's 30 s, so proxy errors surface before the client gives up
+    keep_alive: bool = True             # as the write-up's JMeter (HttpClient4, "Use KeepAlive")
+
+    def __post_init__(self) -> None:
+        for name in ("users", "ramp_s", "duration_s", "think_ms", "connect_timeout_ms", "response_timeout_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"LoadProfile.{name} must be an integer >= 0, not {value!r}")
+        if self.users < 1 or self.duration_s < 1:
+            raise ValueError("LoadProfile needs users >= 1 and duration_s >= 1")
+
+    def properties(self) -> dict[str, str]:
+        """The plan's JMeter properties for this profile."""
+        return {"users": str(self.users), "ramp_s": str(self.ramp_s), "duration_s": str(self.duration_s),
+                "think_ms": str(self.think_ms), "connect_timeout_ms": str(self.connect_timeout_ms),
+                "response_timeout_ms": str(self.response_timeout_ms),
+                "keep_alive": "true" if self.keep_alive else "false"}
+
+
+FULL = LoadProfile()
+# Smoke profile: 90 s of load per machine (+ ~4 s JMeter start and 5-15 s of dashboards): ~1m50 in all
+# in parallel (measured against fast local mocks), twice the load time in sequential.
+QUICK = LoadProfile(users=20, ramp_s=20, duration_s=90)
+
+
+@dataclass
+class LoadResult:
+    results: dict[str, Path]            # machine -> results.csv (machines that ran)
+    dashboards: dict[str, Path]         # machine -> dashboard/index.html (machines with samples)
+    interrupted: bool
+    started_at: float                   # time.time()
+    ended_at: float
+    schedule: str
+    profile: LoadProfile
+    problems: list[str] = field(default_factory=list)   # what went wrong without stopping the run
+    log: Path | None = None             # out_dir/jmeter.log
+

@@ -1,0 +1,143 @@
+"""Progress while JMeter runs: the complete records appended to each machine's results CSV, turned
+into a line per machine and a bar."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.analysis.numbers import clock, percentile
+
+
+class _CsvTail:
+    """Reads the complete records appended to a JMeter CSV since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.pending = b""
+        self.columns: dict[str, int] | None = None
+
+    def read(self) -> list[list[str]]:
+        try:
+            with self.path.open("rb") as stream:
+                stream.seek(self.offset)
+                data = stream.read()
+        except FileNotFoundError:
+            return []
+        if not data:
+            return []
+        self.offset += len(data)
+        records, self.pending = _complete_records(self.pending + data)
+        if not records:
+            return []
+        rows = list(csv.reader(io.StringIO(records.decode("utf-8", errors="replace"))))
+        if self.columns is None and rows:
+            header = rows.pop(0)
+            self.columns = {name: index for index, name in enumerate(header)}
+        return rows
+
+
+def _complete_records(data: bytes) -> tuple[bytes, bytes]:
+    """Split data into (complete CSV records, rest): a record ends at a newline outside quotes."""
+    cut = 0
+    quotes = 0
+    start = 0
+    while True:
+        newline = data.find(b"\n", start)
+        if newline < 0:
+            break
+        quotes += data.count(b'"', start, newline)
+        if quotes % 2 == 0:
+            cut = newline + 1
+        start = newline + 1
+    return data[:cut], data[cut:]
+
+
+
+@dataclass
+class _MachineProgress:
+    machine: str
+    results: Path
+    state: str = "waiting"                  # waiting | running | stopping | done
+    started: float | None = None            # time.monotonic()
+    finished: float | None = None
+    samples: int = 0
+    errors: int = 0
+    active_threads: int = 0
+    requests_per_s: float = 0.0
+    p95_ms: int | None = None
+    last_poll: float | None = None
+    tail: _CsvTail = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tail = _CsvTail(self.results)
+
+    def start(self, now: float) -> None:
+        self.state, self.started, self.last_poll = "running", now, now
+
+    def poll(self, now: float) -> None:
+        rows = self.tail.read()
+        columns = self.tail.columns or {}
+        elapsed_i, success_i, threads_i = columns.get("elapsed"), columns.get("success"), columns.get("grpThreads")
+        interval = []
+        for row in rows:
+            self.samples += 1
+            if success_i is not None and success_i < len(row) and row[success_i] != "true":
+                self.errors += 1
+            if elapsed_i is not None and elapsed_i < len(row) and row[elapsed_i].isdigit():
+                interval.append(int(row[elapsed_i]))
+        if rows and threads_i is not None and threads_i < len(rows[-1]) and rows[-1][threads_i].isdigit():
+            self.active_threads = int(rows[-1][threads_i])
+        span = now - (self.last_poll or now)
+        self.requests_per_s = len(rows) / span if span > 0.05 else self.requests_per_s
+        self.p95_ms = percentile(sorted(interval), 95)
+        self.last_poll = now
+
+    def finish(self, now: float) -> None:
+        self.poll(now)
+        self.state, self.finished, self.active_threads = "done", now, 0
+
+    def snapshot(self, now: float) -> dict:
+        end = self.finished if self.finished is not None else now
+        return {"state": self.state,
+                "elapsed_s": round(end - self.started, 1) if self.started is not None else 0.0,
+                "samples": self.samples, "requests_per_s": round(self.requests_per_s, 1),
+                "errors": self.errors, "error_rate": self.errors / self.samples if self.samples else 0.0,
+                "p95_ms": self.p95_ms, "active_threads": self.active_threads}
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+def format_progress(progress: dict) -> str:
+    """One line per machine: `default  02:31  412.5 req/s  errors 3 (0.1%)  p95 38 ms  users 150`."""
+    lines = []
+    for machine, m in progress["machines"].items():
+        if m["state"] == "waiting":
+            lines.append(f"{machine:<8} --:--  waiting")
+            continue
+        p95 = f"{m['p95_ms']} ms" if m["p95_ms"] is not None else "- ms"
+        state = "" if m["state"] == "running" else f"  ({m['state']})"
+        lines.append(f"{machine:<8} {clock(m['elapsed_s'], fixed=True)}  {m['requests_per_s']:.1f} req/s  "
+                     f"errors {m['errors']} ({m['error_rate'] * 100:.1f}%)  p95 {p95}  "
+                     f"users {m['active_threads']}{state}")
+    return "\n".join(lines)
+
+
+def progress_bar(progress: dict, width: int = 30) -> str:
+    """The whole run: `[#########.....................]  31%  07:10 / 23:00  parallel`."""
+    planned = max(1.0, float(progress["planned_s"]))
+    fraction = min(1.0, progress["elapsed_s"] / planned)
+    filled = int(round(fraction * width))
+    return (f"[{'#' * filled}{'.' * (width - filled)}] {fraction * 100:3.0f}%  "
+            f"{clock(progress['elapsed_s'], fixed=True)} / {clock(planned, fixed=True)}  {progress['schedule']}")
+
+
+
+def print_progress(progress: dict) -> None:
+    """The bar and a line per machine, on stderr: what ./start.sh run shows every few seconds."""
+    print(progress_bar(progress), file=sys.stderr)
+    print(format_progress(progress), file=sys.stderr, flush=True)

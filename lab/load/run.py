@@ -1,0 +1,317 @@
+"""One load run: JMeter runs jmeter/camel-tuning-lab.jmx against the machines (one JMeter for both in
+parallel, or one per machine in sequence), reports progress from the results CSVs, stops cleanly
+through its own shutdown port on Ctrl-C/SIGTERM, then its report generator makes each machine's
+dashboard."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lab.load.jmeter import PLAN, _java, _runtime_jar, jmeter_home, prepare
+from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
+from lab.load.progress import _complete_records, _MachineProgress
+from lab.load.targets import _parse_targets, _Target
+from lab.machines import MACHINES
+
+# Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start.
+JVM_ARGS = ["-Xms256m", "-Xmx1g", "-XX:MaxMetaspaceSize=256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=100"]
+# Engine settings the lab relies on (also in the assembled bin/user.properties, see jmeter/pom.xml).
+ENGINE_PROPERTIES = {
+    "jmeter.save.saveservice.autoflush": "true",          # every sample reaches the CSV at once
+    "jmeter.save.saveservice.output_format": "csv",
+    "jmeter.save.saveservice.print_field_names": "true",
+    "jmeter.save.saveservice.timestamp_format": "ms",
+    "httpclient.reset_state_on_thread_group_iteration": "false",
+    "jmeterengine.force.system.exit": "true",
+    "summariser.interval": "10",
+}
+CSV_COLUMNS = ("timeStamp", "elapsed", "label", "responseCode", "responseMessage", "threadName", "dataType",
+               "success", "failureMessage", "bytes", "sentBytes", "grpThreads", "allThreads", "URL", "Latency",
+               "IdleTime", "Connect")
+
+SHUTDOWN_GRACE_S = 10.0     # "Shutdown": threads finish their current sample
+STOP_NOW_GRACE_S = 10.0     # "StopTestNow": in-flight samples are interrupted
+KILL_GRACE_S = 5.0          # SIGTERM, then SIGKILL
+DASHBOARD_TIMEOUT_S = 900.0
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _send_command(port: int, command: str) -> None:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(command.encode(), ("127.0.0.1", port))
+    except OSError:
+        pass
+
+
+def _wait(popen: subprocess.Popen, seconds: float) -> bool:
+    try:
+        popen.wait(timeout=seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str]) -> None:
+    """JMeter's own shutdown (finish current samples), then StopTestNow, then SIGTERM, then SIGKILL."""
+    try:
+        if popen.poll() is None:
+            _send_command(udp_port, "Shutdown")
+            if _wait(popen, SHUTDOWN_GRACE_S):
+                return
+            _send_command(udp_port, "StopTestNow")
+            if _wait(popen, STOP_NOW_GRACE_S):
+                return
+            problems.append("JMeter ignored Shutdown/StopTestNow; terminated")
+    except KeyboardInterrupt:                   # a second Ctrl-C: no more patience
+        problems.append("stopped JMeter forcibly (second interrupt)")
+    _kill(popen)
+
+
+def _kill(popen: subprocess.Popen) -> None:
+    if popen.poll() is not None:
+        return
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(popen.pid, sig)           # own session: the group is JMeter's JVM only
+        except (ProcessLookupError, PermissionError):
+            pass
+        if _wait(popen, grace):
+            return
+
+
+def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: LoadProfile,
+                    phase: list[_Target], path: str, out_dir: Path) -> list[str]:
+    props = {**ENGINE_PROPERTIES, **profile.properties(), "path": path,
+             "jmeterengine.nongui.port": str(udp_port), "jmeterengine.nongui.maxport": str(udp_port)}
+    active = {t.machine: t for t in phase}
+    for machine in MACHINES:
+        target = active.get(machine)
+        if target is None:                      # this group idles: 0 users, results nowhere
+            props[f"{machine}.users"] = "0"
+            props[f"{machine}.results"] = os.devnull
+            continue
+        props.update({f"{machine}.users": str(profile.users), f"{machine}.protocol": target.protocol,
+                      f"{machine}.host": target.host, f"{machine}.port": str(target.port),
+                      f"{machine}.path": target.path,
+                      f"{machine}.results": str(out_dir / machine / "results.csv")})
+    return [java, *JVM_ARGS, "-jar", str(jar), "-n", "-t", str(PLAN), "-j", str(log),
+            *(f"-J{key}={value}" for key, value in props.items())]
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _granularity_ms(duration_s: int) -> int:
+    """Dashboard graph granularity: fine for short runs, smoother for long ones."""
+    return 1000 if duration_s <= 300 else 5000 if duration_s <= 1800 else 10000
+
+
+def _trim_partial_record(csv_path: Path) -> None:
+    """A killed JMeter may leave half a line; the report generator would choke on it."""
+    data = csv_path.read_bytes()
+    complete, rest = _complete_records(data)
+    if rest:
+        with csv_path.open("r+b") as stream:
+            stream.truncate(len(complete))
+
+
+def _has_samples(csv_path: Path) -> bool:
+    try:
+        with csv_path.open("rb") as stream:
+            stream.readline()
+            return bool(stream.readline().strip())
+    except OSError:
+        return False
+
+
+def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile: LoadProfile,
+                         problems: list[str]) -> dict[str, Path]:
+    """JMeter's report generator (`-g results.csv -o dashboard`), one per machine, concurrently."""
+    running: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
+    dashboards: dict[str, Path] = {}
+    try:
+        for machine, csv_path in results.items():
+            if not _has_samples(csv_path):
+                problems.append(f"{machine}: no samples, no dashboard")
+                continue
+            _trim_partial_record(csv_path)
+            folder = csv_path.parent / "dashboard"
+            shutil.rmtree(folder, ignore_errors=True)
+            log = csv_path.parent / "dashboard.log"
+            scratch = csv_path.parent / "dashboard-tmp"     # the default (bin/temp) is shared: clashes
+            shutil.rmtree(scratch, ignore_errors=True)
+            command = [java, *JVM_ARGS, "-jar", str(jar), "-g", str(csv_path), "-o", str(folder), "-j", str(log),
+                       f"-Jjmeter.reportgenerator.overall_granularity={_granularity_ms(profile.duration_s)}",
+                       f"-Jjmeter.reportgenerator.report_title=camel-tuning-lab: {machine}",
+                       f"-Jjmeter.reportgenerator.temp_dir={scratch}"]
+            with (csv_path.parent / "dashboard.out").open("w") as out:
+                popen = subprocess.Popen(command, cwd=jar.parent, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            running[machine] = (popen, folder, log)
+        deadline = time.monotonic() + DASHBOARD_TIMEOUT_S
+        for machine, (popen, folder, log) in running.items():
+            if not _wait(popen, max(1.0, deadline - time.monotonic())):
+                _kill(popen)
+                problems.append(f"{machine}: dashboard generation timed out")
+            elif popen.returncode == 0 and (folder / "index.html").is_file():
+                dashboards[machine] = folder / "index.html"
+            else:
+                problems.append(f"{machine}: dashboard generation failed (exit {popen.returncode}); see {log}")
+    except KeyboardInterrupt:
+        problems.append("dashboard generation interrupted")
+    finally:
+        for popen, folder, _ in running.values():
+            _kill(popen)
+            shutil.rmtree(folder.parent / "dashboard-tmp", ignore_errors=True)
+    return dashboards
+
+
+def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: str = "parallel",
+        on_progress: Callable[[dict], None] | None = None, *, path: str,
+        progress_interval_s: float = 5.0, allow_any_host: bool = False) -> LoadResult:
+    """Load the machines with the plan, then build each machine's dashboard.
+
+    targets: machine ("default"/"tuned") -> base URL (http://10.213.1.2); the request path is `path`
+    (a target URL's own path, if any, wins). schedule "parallel": one JMeter loads all machines at once;
+    "sequential": one machine after the other, each with the full profile. Ctrl-C or SIGTERM stops
+    JMeter cleanly, keeps what it measured, still builds the dashboards and returns interrupted=True.
+    Writes out_dir/<machine>/results.csv, out_dir/<machine>/dashboard/index.html, out_dir/jmeter.log."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
+    parsed = _parse_targets(targets, path, allow_any_host)
+    prepare()
+    java = _java()
+    home = jmeter_home()
+    if home is None:
+        raise LoadError("JMeter is not assembled: prepare() failed")
+    jar = _runtime_jar(home)
+
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for target in parsed:                       # a fresh run: JMeter would append to old results
+        folder = out_dir / target.machine
+        folder.mkdir(exist_ok=True)
+        (folder / "results.csv").unlink(missing_ok=True)
+        shutil.rmtree(folder / "dashboard", ignore_errors=True)
+    log = out_dir / "jmeter.log"
+    log.write_text("")
+    phases = [parsed] if schedule == "parallel" else [[target] for target in parsed]
+    progress = {t.machine: _MachineProgress(t.machine, out_dir / t.machine / "results.csv") for t in parsed}
+    planned_s = profile.duration_s * len(phases)
+    problems: list[str] = []
+    interrupted = False
+    started_at, started = time.time(), time.monotonic()
+
+    def report(now: float) -> None:
+        if on_progress is not None:
+            on_progress({"schedule": schedule, "elapsed_s": round(now - started, 1), "planned_s": planned_s,
+                         "machines": {m: p.snapshot(now) for m, p in progress.items()}})
+
+    with _sigterm_as_interrupt():
+        for phase in phases:
+            try:
+                _run_phase(java, jar, phase, profile, out_dir, log, len(phases) > 1, progress, report,
+                           progress_interval_s, problems)
+            except KeyboardInterrupt:
+                interrupted = True
+                break
+        results = {m: p.results for m, p in progress.items() if p.results.is_file()}
+        dashboards = _generate_dashboards(java, jar, results, profile, problems)
+        if "dashboard generation interrupted" in problems:
+            interrupted = True
+    return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
+                      ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log)
+
+
+def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile, out_dir: Path, log: Path,
+               own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
+               interval_s: float, problems: list[str]) -> None:
+    """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly."""
+    udp_port = _free_udp_port()
+    phase_log = out_dir / phase[0].machine / "jmeter.log" if own_log else log
+    command = _jmeter_command(java, jar, phase_log, udp_port, profile, phase, phase[0].path, out_dir)
+    popen = None
+    machines = [progress[t.machine] for t in phase]
+    # Bounded whatever happens: the plan stops itself at duration_s; past that plus the longest sample
+    # and a margin, the lab stops it.
+    overrun_s = profile.duration_s + profile.response_timeout_ms / 1000 + 60
+    try:
+        with (out_dir / "jmeter.out").open("a") as out:
+            popen = subprocess.Popen(command, cwd=jar.parent, stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        now = time.monotonic()
+        for machine in machines:
+            machine.start(now)
+        next_report = now + interval_s
+        while popen.poll() is None:
+            time.sleep(0.2)
+            now = time.monotonic()
+            if now - machines[0].started > overrun_s:
+                problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")
+                _stop_jmeter(popen, udp_port, problems)
+                break
+            if now >= next_report:
+                for machine in machines:
+                    machine.poll(now)
+                report(now)
+                next_report = now + interval_s
+    except KeyboardInterrupt:
+        if popen is not None:
+            for machine in machines:
+                machine.state = "stopping"
+            _stop_jmeter(popen, udp_port, problems)
+        _finish_phase(machines, popen, own_log, phase_log, log, problems)
+        raise
+    except BaseException:
+        if popen is not None:
+            _kill(popen)
+        raise
+    _finish_phase(machines, popen, own_log, phase_log, log, problems)
+    if popen.returncode not in (0, None) and not any(m.samples for m in machines):
+        raise LoadError(f"JMeter failed (exit {popen.returncode}) before any sample; see {phase_log} and "
+                        f"{out_dir / 'jmeter.out'}")
+    report(time.monotonic())
+
+
+def _finish_phase(machines: list[_MachineProgress], popen: subprocess.Popen | None, own_log: bool,
+                  phase_log: Path, log: Path, problems: list[str]) -> None:
+    now = time.monotonic()
+    for machine in machines:
+        machine.finish(now)
+    if popen is not None and popen.returncode not in (0, None, -signal.SIGTERM, -signal.SIGKILL):
+        problems.append(f"JMeter exited with {popen.returncode}; see {phase_log}")
+    if own_log and phase_log.is_file():
+        with log.open("a") as whole:
+            whole.write(f"==== {', '.join(m.machine for m in machines)} ({phase_log}) ====\n")
+            whole.write(phase_log.read_text(errors="replace"))
+

@@ -1,0 +1,87 @@
+"""The local backend: each machine is a network namespace plus a cgroup on this host, with its own
+supervisord (the rest of this package creates and removes them)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from lab.machines import manifest
+from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
+from lab.machines.local.machine import machines
+from lab.machines.local.network import run_in
+from lab.machines.protocol import Pulled, place
+from lab.paths import INVENTORIES, LOCAL_ROOT
+
+
+class LocalBackend:
+    """Each machine is a network namespace plus a cgroup on this host (lab/backends/py)."""
+
+    name = "local"
+    service_manager = "supervisord"
+    inventory = INVENTORIES / "local" / "hosts.yml"
+    emulation_note = ("local backend: both machines share this host's kernel and cores; each is limited to "
+                      "512 MiB and 2 CPUs by a cgroup, but they compete for the same physical CPUs")
+
+    def __init__(self, root: Path = LOCAL_ROOT) -> None:
+        self.machines = machines(root)
+
+    def up(self) -> None:
+        for machine in self.machines.values():
+            up(machine)
+
+    def down(self) -> None:
+        for machine in self.machines.values():
+            down(machine)
+        # The account the playbook created on this host for the machines' processes.
+        known = [m for m in (manifest.read_or_none(name) for name in self.machines) if m]
+        user = known[0].user if known else str(manifest.role_default("lab", "lab_user"))
+        group = known[0].group if known else str(manifest.role_default("lab", "lab_group"))
+        if subprocess.run(["id", user], capture_output=True).returncode == 0:
+            subprocess.run(["userdel", user], check=True)
+        if subprocess.run(["getent", "group", group], capture_output=True).returncode == 0:
+            subprocess.run(["groupdel", group], check=True)
+        for name in self.machines:
+            manifest.forget(name)
+        if LOCAL_ROOT.is_dir() and not any(path.is_file() for path in LOCAL_ROOT.rglob("*")):
+            shutil.rmtree(LOCAL_ROOT)
+
+    def address(self, name: str) -> str:
+        return self.machines[name].address
+
+    def exists(self, name: str) -> bool:
+        return status(self.machines[name])["netns"]
+
+    def processes(self, name: str) -> dict[str, str]:
+        return status(self.machines[name])["programs"]
+
+    def run_in(self, name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+        return run_in(self.machines[name], argv, capture_output=True, text=True, timeout=timeout)
+
+    def control(self, name: str, action: str, service: str) -> subprocess.CompletedProcess:
+        """start/stop/status a process under the machine's supervisor."""
+        return supervisorctl(self.machines[name], action, service)
+
+    def home(self, name: str) -> Path:
+        """The machine's lab_home, readable from this host: the evidence is collected from there."""
+        return self.machines[name].root
+
+    def remove(self, name: str, glob: str) -> None:
+        for path in self.home(name).glob(glob):
+            path.unlink()
+
+    def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
+        """Copies the files matching globs (under lab_home) to destination, keeping their paths."""
+        home = self.home(name)
+        sources = [source for glob in globs for source in sorted(home.glob(glob))]
+        return Pulled(place(sources, home, destination, shutil.copy2))
+
+    def begin_measurement(self, name: str) -> None:
+        reset_memory_peak(self.machines[name])
+
+    def memory_events(self, name: str) -> dict:
+        return memory_events(self.machines[name])
+
+
+    def journal(self, name: str, since: float, until: float) -> str:
+        return ""  # supervisord's own log is collected with the evidence instead

@@ -1,0 +1,137 @@
+"""The ssh backend: real hosts named default and tuned in an Ansible inventory; commands and file
+transfers go through Ansible (ansible/fetch.yml), services are systemd units."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from lab.errors import StepFailed
+from lab.machines import MACHINES, manifest
+from lab.machines.protocol import Pulled, place
+from lab.paths import ANSIBLE_DIR, INVENTORIES, VENV
+
+
+class SshBackend:
+    """Real hosts named default and tuned in an Ansible inventory; commands go through Ansible."""
+
+    name = "ssh"
+    service_manager = "systemd"
+    emulation_note = "ssh backend: two real hosts"
+
+    def __init__(self, inventory: Path) -> None:
+        if not inventory.is_file():
+            raise StepFailed(f"--inventory {inventory}: no such file (start from "
+                             f"{INVENTORIES / 'ssh' / 'hosts.example.yml'})")
+        self.inventory = inventory
+        self.hostvars = self._hostvars()
+        missing = [m for m in MACHINES if m not in self.hostvars]
+        if missing:
+            raise StepFailed(f"{inventory}: the inventory must define hosts named {', '.join(MACHINES)} "
+                             f"(missing: {', '.join(missing)})")
+
+    def _hostvars(self) -> dict:
+        result = subprocess.run([str(VENV / "bin" / "ansible-inventory"), "-i", str(self.inventory), "--list"],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise StepFailed(f"{self.inventory}: ansible-inventory failed: {result.stderr.strip()}")
+        return json.loads(result.stdout).get("_meta", {}).get("hostvars", {})
+
+    def up(self) -> None:
+        pass  # the hosts exist already
+
+    def down(self) -> None:
+        raise StepFailed("the ssh backend does not remove real hosts; stop the services there yourself")
+
+    def address(self, name: str) -> str:
+        return self.hostvars[name].get("ansible_host", name)
+
+    def exists(self, name: str) -> bool:
+        return True
+
+    def processes(self, name: str) -> dict[str, str]:
+        """systemd's states in supervisord's words, as the local backend reports them."""
+        states = {}
+        for service in self._processes(name):
+            state = self.run_in(name, ["systemctl", "is-active", service]).stdout.strip()
+            states[service] = {"active": "RUNNING", "inactive": "STOPPED"}.get(state, state.upper() or "UNKNOWN")
+        return states
+
+    def run_in(self, name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+        return self._module(name, "ansible.builtin.command", json.dumps({"argv": argv}), argv, timeout)
+
+    def _shell(self, name: str, script: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return self._module(name, "ansible.builtin.shell", script, [script], timeout)
+
+    def _module(self, name: str, module: str, args: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+        env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+               "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
+        try:
+            result = subprocess.run([str(VENV / "bin" / "ansible"), name, "-i", str(self.inventory), "-m", module,
+                                     "-a", args], capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(argv, 124, "", f"no answer from {name} within {timeout:.0f} s")
+        try:
+            task = json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"][name]
+            return subprocess.CompletedProcess(argv, task.get("rc", 1), task.get("stdout", ""),
+                                               task.get("stderr", "") or task.get("msg", ""))
+        except (ValueError, KeyError, IndexError):
+            return subprocess.CompletedProcess(argv, 255, "", result.stderr or result.stdout)
+
+    def control(self, name: str, action: str, service: str) -> subprocess.CompletedProcess:
+        """start/stop/status a service under the machine's systemd."""
+        return self.run_in(name, ["systemctl", action, service])
+
+    def home(self, name: str) -> str:
+        """The machine's lab_home (a path on the machine, not on this host)."""
+        known = manifest.read_or_none(name)
+        if known:
+            return known.home
+        return self.hostvars[name].get("lab_home") or str(manifest.role_default("lab", "lab_home"))
+
+    def _processes(self, name: str) -> tuple[str, ...]:
+        known = manifest.read_or_none(name)
+        return known.processes if known else ()
+
+    def remove(self, name: str, glob: str) -> None:
+        result = self._shell(name, f"rm -f -- {self.home(name)}/{glob}")
+        if result.returncode != 0:
+            raise StepFailed(f"{name}: could not remove {glob}: {result.stderr.strip()}")
+
+    def begin_measurement(self, name: str) -> None:
+        pass  # a real machine's kernel counters need no reset: memory_events gives a baseline
+
+    def memory_events(self, name: str) -> dict:
+        """OOM kills so far, from the machine's kernel (the whole machine is the lab's)."""
+        vmstat = self.run_in(name, ["cat", "/proc/vmstat"]).stdout
+        kills = re.search(r"^oom_kill (\d+)$", vmstat, re.M)
+        return {"oom_kills": int(kills[1]) if kills else None, "peak_memory_bytes": None}
+
+    def journal(self, name: str, since: float, until: float) -> str:
+        """What systemd logged about the lab's services during the run."""
+        units = [arg for service in self._processes(name) for arg in ("-u", service)]
+        return self.run_in(name, ["journalctl", "--no-pager", "-o", "short-unix", "--since", f"@{int(since)}",
+                                  "--until", f"@{int(until) + 2}", *units], timeout=60).stdout
+
+    def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
+        """Copies the files matching globs (under lab_home) to destination over SSH (ansible/fetch.yml)."""
+        with tempfile.TemporaryDirectory(prefix="lab-fetch-") as scratch:
+            settings = Path(scratch) / "fetch.json"
+            settings.write_text(json.dumps({"lab_fetch_root": self.home(name), "lab_fetch_globs": globs,
+                                            "lab_fetch_dest": str(Path(scratch) / "files")}))
+            env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
+            result = subprocess.run([str(VENV / "bin" / "ansible-playbook"), "-i", str(self.inventory),
+                                     str(ANSIBLE_DIR / "fetch.yml"), "--limit", name, "-e", f"@{settings}"],
+                                    capture_output=True, text=True, env=env, timeout=1800)
+            fetched = Path(scratch) / "files" / name
+            return Pulled(place(sorted(fetched.rglob("*")), fetched, destination, shutil.move),
+                          problem=None if result.returncode == 0 else
+                          f"ansible-playbook fetch.yml exit {result.returncode}: {_tail(result.stdout, 5)}")
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

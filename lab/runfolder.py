@@ -1,0 +1,145 @@
+"""The run folder's layout and its JSON files: the contract between the experiment that writes a run
+and the analysis and report that read it. Every path of a run folder is named here, nowhere else.
+
+    runs/<run-id>/
+      run.json  status.json  knobs.json             written by ./start.sh run
+      summary.json  series.json                     written by lab.analysis
+      report/index.html                             written by lab.report
+      jmeter/jmeter.log  jmeter/<machine>/results.csv  jmeter/<machine>/dashboard/index.html
+      machines/<machine>/{pcp,gc,logs,crash}/…  machines/<machine>/events.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.paths import REPO
+
+RUNS = REPO / "runs"
+# What a run collects from each machine, one folder each under machines/<machine>/.
+EVIDENCE_KINDS = ("pcp", "gc", "logs", "crash")
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    root: Path
+
+    # ------------------------------------------------------------------ files of the whole run
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def status_json(self) -> Path:
+        return self.root / "status.json"
+
+    @property
+    def knobs_json(self) -> Path:
+        return self.root / "knobs.json"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def series_json(self) -> Path:
+        return self.root / "series.json"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def report_html(self) -> Path:
+        return self.report_dir / "index.html"
+
+    @property
+    def jmeter_dir(self) -> Path:
+        return self.root / "jmeter"
+
+    @property
+    def jmeter_log(self) -> Path:
+        return self.jmeter_dir / "jmeter.log"
+
+    # ---------------------------------------------------------------------- files of a machine
+    def results(self, machine: str) -> Path:
+        return self.jmeter_dir / machine / "results.csv"
+
+    def dashboard(self, machine: str) -> Path:
+        return self.jmeter_dir / machine / "dashboard" / "index.html"
+
+    def machine_dir(self, machine: str) -> Path:
+        return self.root / "machines" / machine
+
+    def evidence(self, machine: str, kind: str) -> Path:
+        """machines/<machine>/<kind>/ for kind in EVIDENCE_KINDS."""
+        if kind not in EVIDENCE_KINDS:
+            raise ValueError(f"unknown evidence kind {kind!r}: one of {EVIDENCE_KINDS}")
+        return self.machine_dir(machine) / kind
+
+    def events_json(self, machine: str) -> Path:
+        return self.machine_dir(machine) / "events.json"
+
+    # ------------------------------------------------------------------------------- helpers
+    def relative(self, path: Path) -> str:
+        """A path as the report links it: relative to the run folder where it lies inside it."""
+        try:
+            return str(Path(path).relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    def machines_found(self) -> set[str]:
+        """Machines with a folder under jmeter/ or machines/."""
+        found: set[str] = set()
+        for folder in (self.jmeter_dir, self.root / "machines"):
+            if folder.is_dir():
+                found.update(p.name for p in folder.iterdir() if p.is_dir())
+        return found
+
+    @staticmethod
+    def write_json(path: Path, data: object, compact: bool = False) -> None:
+        """Writes data as JSON, atomically: a reader never sees half a file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(data, separators=(",", ":"), default=str) if compact \
+            else json.dumps(data, indent=2, default=str)
+        scratch = path.with_name(path.name + ".tmp")
+        scratch.write_text(text + "\n")
+        scratch.replace(path)
+
+    def read_json(self, path: Path, problems: list[str], what: str) -> dict | None:
+        """A JSON object from the run folder, or None with the reason appended to problems."""
+        if not path.is_file():
+            problems.append(f"{what}: {self.relative(path)} missing")
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            problems.append(f"{what}: {self.relative(path)} unreadable ({error})")
+            return None
+        if not isinstance(data, dict):
+            problems.append(f"{what}: {self.relative(path)} is not a JSON object")
+            return None
+        return data
+
+    @classmethod
+    def create(cls, runs: Path = RUNS) -> RunFolder:
+        """A new, empty run folder named after the time, with runs/latest pointing at it."""
+        run_id = time.strftime("%Y%m%d-%H%M%S")
+        root = runs / run_id
+        root.mkdir(parents=True)
+        latest = runs / "latest"
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_id)
+        return cls(root)
+
+
+def existing(text: str) -> Path:
+    """A run folder named on a command line (argparse type=): it must exist."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such run folder (runs are under {RUNS}; runs/latest is the last one)")
+    return path

@@ -1,0 +1,114 @@
+"""The lab's structure holds: a stored real run gives the figures it gave before the restructuring,
+wiring values live in the manifest only, modules stay small and no helper is defined twice."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.fast
+
+LAB = REPO / "lab"
+# A 15-second run of both machines on the local backend (2 users each, 50 ms think time), as
+# `./start.sh run` collected it: results, PCP archives, GC logs, logs, events, run/status/knobs.
+STORED_RUN = REPO / "tests" / "fixtures" / "run-local-tiny"
+# Its summary as the code before the restructuring computed it (GC logs parsed by the regex;
+# the run folder's own path written RUN).
+STORED_SUMMARY = REPO / "tests" / "fixtures" / "run-local-tiny.summary.json"
+# Values the roles set and the manifest carries: never written again in lab/.
+WIRING = [r"\b8081\b", r"\b44321\b", r"\b9090\b", r"/svc/camel/mock", r"\bcamellab\b"]
+MANIFEST_READER = LAB / "machines" / "manifest.py"
+
+
+@pytest.fixture()
+def stored_run(tmp_path: Path) -> Path:
+    copy = tmp_path / STORED_RUN.name
+    shutil.copytree(STORED_RUN, copy)
+    return copy
+
+
+def _without_provenance(summary: dict) -> dict:
+    return {key: value for key, value in summary.items() if key not in ("generated_at", "generator")}
+
+
+def test_the_stored_run_gives_the_same_summary(stored_run: Path) -> None:
+    from lab.analysis.summary import summarize
+    expected = json.loads(STORED_SUMMARY.read_text())
+    # Paths inside the run folder are stored as RUN/…: the copy lies elsewhere.
+    got = json.loads(json.dumps(summarize(stored_run, write=False, use_gcviewer=False), default=str)
+                     .replace(str(stored_run), "RUN"))
+    assert _without_provenance(got) == _without_provenance(expected)
+    # The figures are real: both machines loaded, archives and GC logs read.
+    for machine in ("default", "tuned"):
+        entry = got["machines"][machine]
+        assert entry["load"]["all"]["samples"] > 200
+        assert entry["resources"]["proc_pss_max_bytes"] > 0
+        assert entry["gc"]["pause_count"] >= 1
+
+
+def test_the_stored_run_renders_with_every_section(stored_run: Path) -> None:
+    from lab import report
+    html = report.render(stored_run).read_text()
+    for section in ("header", "what-happened", "comparison", "knobs", "observed", "charts", "links"):
+        assert f'id="{section}"' in html, section
+    assert html.count("data:image/png;base64,") >= 10
+    assert "<script" not in html and "http://" not in html.split("<body>", 1)[1].split("id=\"observed\"")[0]
+
+
+def _python_files() -> list[Path]:
+    return sorted(path for path in LAB.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def test_wiring_values_live_in_the_manifest_only() -> None:
+    found = []
+    for path in _python_files():
+        if path == MANIFEST_READER:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            for pattern in WIRING:
+                if re.search(pattern, line):
+                    found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not found, "wiring values outside the manifest:\n" + "\n".join(found)
+
+
+def test_the_wiring_check_would_see_a_literal(tmp_path: Path) -> None:
+    line = 'URL = "http://127.0.0.1:8081/actuator/info"'
+    assert any(re.search(pattern, line) for pattern in WIRING)
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {str(p.relative_to(REPO)): n for p in _python_files() if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
+
+
+def _body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The function's code as an AST dump, its docstring left out."""
+    body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) \
+        and isinstance(getattr(node.body[0], "value", None), ast.Constant) else node.body
+    return "\n".join(ast.dump(statement) for statement in body)
+
+
+def test_no_helper_is_defined_twice() -> None:
+    """Two functions with the same code (whatever their names) are one helper written twice."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                code = _body(node)
+                if len(code) > 300:         # a one-liner may legitimately recur
+                    where[code].append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+    twice = [places for places in where.values() if len(places) > 1]
+    assert not twice, twice
+
+
+def test_the_twice_check_would_see_a_copy() -> None:
+    source = "def a(x):\n    y = [i * 2 for i in range(x) if i % 3]\n    return sum(y) / max(1, len(y)) + x ** 2 - 17\n"
+    first, second = (ast.parse(text).body[0] for text in (source, source.replace("def a", "def b")))
+    assert _body(first) == _body(second) and len(_body(first)) > 300
