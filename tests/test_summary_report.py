@@ -1,4 +1,4 @@
-"""lab/summary.py and lab/report.py on small real inputs made here, in tmp folders.
+"""lab.analysis and lab.report on small real inputs made here, in tmp folders.
 
 One session-scoped run folder is built from real tools, as `./start.sh run` lays it out:
 - JMeter (lab.load) loads two real mock backends on loopback for 16 s, `default` with 20 % injected

@@ -15,7 +15,7 @@ from lab.paths import INVENTORIES, LOCAL_ROOT
 
 
 class LocalBackend:
-    """Each machine is a network namespace plus a cgroup on this host (lab/backends/py)."""
+    """Each machine is a network namespace plus a cgroup on this host (the rest of this package creates and removes them)."""
 
     name = "local"
     service_manager = "supervisord"
