@@ -38,15 +38,14 @@ class Manifest:
     evidence: dict[str, list[str]]          # run-folder kind (pcp, gc, logs, crash) -> globs under home
 
     @property
-    def service_url(self) -> str:
-        """The URL a client requests, through HTTPD."""
-        port = self.ports["httpd"]
-        return f"http://{self.address}{'' if port == 80 else f':{port}'}{self.service_path}"
-
-    @property
     def base_url(self) -> str:
         port = self.ports["httpd"]
         return f"http://{self.address}{'' if port == 80 else f':{port}'}"
+
+    @property
+    def service_url(self) -> str:
+        """The URL a client requests, through HTTPD."""
+        return self.base_url + self.service_path
 
     def management_url(self, path: str) -> str:
         """The service's actuator (loopback only: reached from inside the machine)."""
