@@ -73,7 +73,7 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str) -> int:
         wiring = {name: manifest.read(name) for name in MACHINES}
         targets = {name: wiring[name].base_url for name in MACHINES}
         try:
-            result = load.run(targets, profile, folder.jmeter_dir, schedule=schedule, on_progress=load.print_progress,
+            result = load.run(targets, profile, folder.jmeter.root, schedule=schedule, on_progress=load.print_progress,
                               path=wiring["default"].service_path)
         finally:
             for name in MACHINES:

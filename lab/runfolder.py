@@ -24,6 +24,48 @@ EVIDENCE_KINDS = ("pcp", "gc", "logs", "crash")
 
 
 @dataclass(frozen=True)
+class JMeterFolder:
+    """jmeter/ of a run folder (or any folder lab.load writes to): JMeter's log, output and, per
+    machine, its results CSV and the report generator's dashboard."""
+    root: Path
+
+    @property
+    def log(self) -> Path:
+        return self.root / "jmeter.log"
+
+    @property
+    def out(self) -> Path:
+        """JMeter's standard output and error."""
+        return self.root / "jmeter.out"
+
+    def machine_dir(self, machine: str) -> Path:
+        return self.root / machine
+
+    def results(self, machine: str) -> Path:
+        return self.machine_dir(machine) / "results.csv"
+
+    def phase_log(self, machine: str) -> Path:
+        """The log of a sequential run's phase for this machine (merged into log afterwards)."""
+        return self.machine_dir(machine) / "jmeter.log"
+
+    def dashboard_dir(self, machine: str) -> Path:
+        return self.machine_dir(machine) / "dashboard"
+
+    def dashboard(self, machine: str) -> Path:
+        return self.dashboard_dir(machine) / "index.html"
+
+    def dashboard_log(self, machine: str) -> Path:
+        return self.machine_dir(machine) / "dashboard.log"
+
+    def dashboard_out(self, machine: str) -> Path:
+        return self.machine_dir(machine) / "dashboard.out"
+
+    def dashboard_scratch(self, machine: str) -> Path:
+        """The report generator's temporary folder (its default, bin/temp, is shared: runs would clash)."""
+        return self.machine_dir(machine) / "dashboard-tmp"
+
+
+@dataclass(frozen=True)
 class RunFolder:
     root: Path
 
@@ -57,19 +99,19 @@ class RunFolder:
         return self.report_dir / "index.html"
 
     @property
-    def jmeter_dir(self) -> Path:
-        return self.root / "jmeter"
+    def jmeter(self) -> JMeterFolder:
+        return JMeterFolder(self.root / "jmeter")
 
     @property
     def jmeter_log(self) -> Path:
-        return self.jmeter_dir / "jmeter.log"
+        return self.jmeter.log
 
     # ---------------------------------------------------------------------- files of a machine
     def results(self, machine: str) -> Path:
-        return self.jmeter_dir / machine / "results.csv"
+        return self.jmeter.results(machine)
 
     def dashboard(self, machine: str) -> Path:
-        return self.jmeter_dir / machine / "dashboard" / "index.html"
+        return self.jmeter.dashboard(machine)
 
     def machine_dir(self, machine: str) -> Path:
         return self.root / "machines" / machine
@@ -94,7 +136,7 @@ class RunFolder:
     def machines_found(self) -> set[str]:
         """Machines with a folder under jmeter/ or machines/."""
         found: set[str] = set()
-        for folder in (self.jmeter_dir, self.root / "machines"):
+        for folder in (self.jmeter.root, self.root / "machines"):
             if folder.is_dir():
                 found.update(p.name for p in folder.iterdir() if p.is_dir())
         return found

@@ -25,6 +25,10 @@ STORED_SUMMARY = REPO / "tests" / "fixtures" / "run-local-tiny.summary.json"
 # Values the roles set and the manifest carries: never written again in lab/.
 WIRING = [r"\b8081\b", r"\b44321\b", r"\b9090\b", r"/svc/camel/mock", r"\bcamellab\b"]
 MANIFEST_READER = LAB / "machines" / "manifest.py"
+# The run folder's file names: written as string literals in runfolder.py only.
+RUN_FOLDER_FILES = ["run.json", "status.json", "knobs.json", "summary.json", "series.json", "results.csv",
+                    "jmeter.log", "jmeter.out", "events.json", "dashboard.log", "dashboard.out", "dashboard-tmp"]
+RUN_FOLDER_LAYOUT = LAB / "runfolder.py"
 
 
 @pytest.fixture()
@@ -76,6 +80,22 @@ def test_wiring_values_live_in_the_manifest_only() -> None:
                 if re.search(pattern, line):
                     found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not found, "wiring values outside the manifest:\n" + "\n".join(found)
+
+
+def _string_literals(path: Path) -> list[tuple[int, str]]:
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def _layout_literals(path: Path) -> list[str]:
+    return [f"{path.relative_to(REPO)}:{line}: {value!r}" for line, value in _string_literals(path)
+            if any(re.search(rf"(^|[/{{]){re.escape(name)}$", value) for name in RUN_FOLDER_FILES)]
+
+
+def test_the_run_folder_layout_lives_in_runfolder_only() -> None:
+    found = [hit for path in _python_files() if path != RUN_FOLDER_LAYOUT for hit in _layout_literals(path)]
+    assert not found, "run folder paths outside lab/runfolder.py:\n" + "\n".join(found)
+    assert _layout_literals(RUN_FOLDER_LAYOUT), "the check sees the layout where it does live"
 
 
 def test_the_wiring_check_would_see_a_literal(tmp_path: Path) -> None:

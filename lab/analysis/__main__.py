@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
         print(sentence)
     for problem in summary["problems"]:
         print(f"missing: {problem}", file=sys.stderr)
-    print(f"written: {args.run_dir / 'summary.json'}")
+    folder = runfolder.RunFolder(args.run_dir)
+    print(f"written: {folder.summary_json} and {folder.series_json.name}")
     return 0
 
 

@@ -20,6 +20,7 @@ from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
 from lab.load.targets import _parse_targets, _Target
 from lab.machines import MACHINES
+from lab.runfolder import JMeterFolder
 
 # Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start.
 JVM_ARGS = ["-Xms256m", "-Xmx1g", "-XX:MaxMetaspaceSize=256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=100"]
@@ -94,7 +95,7 @@ def _kill(popen: subprocess.Popen) -> None:
 
 
 def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: LoadProfile,
-                    phase: list[_Target], path: str, out_dir: Path) -> list[str]:
+                    phase: list[_Target], path: str, folder: JMeterFolder) -> list[str]:
     props = {**ENGINE_PROPERTIES, **profile.properties(), "path": path,
              "jmeterengine.nongui.port": str(udp_port), "jmeterengine.nongui.maxport": str(udp_port)}
     active = {t.machine: t for t in phase}
@@ -107,7 +108,7 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
         props.update({f"{machine}.users": str(profile.users), f"{machine}.protocol": target.protocol,
                       f"{machine}.host": target.host, f"{machine}.port": str(target.port),
                       f"{machine}.path": target.path,
-                      f"{machine}.results": str(out_dir / machine / "results.csv")})
+                      f"{machine}.results": str(folder.results(machine))})
     return [java, *JVM_ARGS, "-jar", str(jar), "-n", "-t", str(PLAN), "-j", str(log),
             *(f"-J{key}={value}" for key, value in props.items())]
 
@@ -155,7 +156,7 @@ def _has_samples(csv_path: Path) -> bool:
 
 
 def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile: LoadProfile,
-                         problems: list[str]) -> dict[str, Path]:
+                         out: JMeterFolder, problems: list[str]) -> dict[str, Path]:
     """JMeter's report generator (`-g results.csv -o dashboard`), one per machine, concurrently."""
     running: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
     dashboards: dict[str, Path] = {}
@@ -165,17 +166,17 @@ def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile
                 problems.append(f"{machine}: no samples, no dashboard")
                 continue
             _trim_partial_record(csv_path)
-            folder = csv_path.parent / "dashboard"
+            folder = out.dashboard_dir(machine)
             shutil.rmtree(folder, ignore_errors=True)
-            log = csv_path.parent / "dashboard.log"
-            scratch = csv_path.parent / "dashboard-tmp"     # the default (bin/temp) is shared: clashes
+            log = out.dashboard_log(machine)
+            scratch = out.dashboard_scratch(machine)
             shutil.rmtree(scratch, ignore_errors=True)
             command = [java, *JVM_ARGS, "-jar", str(jar), "-g", str(csv_path), "-o", str(folder), "-j", str(log),
                        f"-Jjmeter.reportgenerator.overall_granularity={_granularity_ms(profile.duration_s)}",
                        f"-Jjmeter.reportgenerator.report_title=camel-tuning-lab: {machine}",
                        f"-Jjmeter.reportgenerator.temp_dir={scratch}"]
-            with (csv_path.parent / "dashboard.out").open("w") as out:
-                popen = subprocess.Popen(command, cwd=jar.parent, stdout=out, stderr=subprocess.STDOUT,
+            with out.dashboard_out(machine).open("w") as stream:
+                popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
             running[machine] = (popen, folder, log)
         deadline = time.monotonic() + DASHBOARD_TIMEOUT_S
@@ -190,9 +191,9 @@ def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile
     except KeyboardInterrupt:
         problems.append("dashboard generation interrupted")
     finally:
-        for popen, folder, _ in running.values():
+        for machine, (popen, _, _) in running.items():
             _kill(popen)
-            shutil.rmtree(folder.parent / "dashboard-tmp", ignore_errors=True)
+            shutil.rmtree(out.dashboard_scratch(machine), ignore_errors=True)
     return dashboards
 
 
@@ -205,7 +206,7 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
     (a target URL's own path, if any, wins). schedule "parallel": one JMeter loads all machines at once;
     "sequential": one machine after the other, each with the full profile. Ctrl-C or SIGTERM stops
     JMeter cleanly, keeps what it measured, still builds the dashboards and returns interrupted=True.
-    Writes out_dir/<machine>/results.csv, out_dir/<machine>/dashboard/index.html, out_dir/jmeter.log."""
+    Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
     parsed = _parse_targets(targets, path, allow_any_host)
@@ -216,17 +217,16 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
         raise LoadError("JMeter is not assembled: prepare() failed")
     jar = _runtime_jar(home)
 
-    out_dir = Path(out_dir).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out = JMeterFolder(Path(out_dir).resolve())
+    out.root.mkdir(parents=True, exist_ok=True)
     for target in parsed:                       # a fresh run: JMeter would append to old results
-        folder = out_dir / target.machine
-        folder.mkdir(exist_ok=True)
-        (folder / "results.csv").unlink(missing_ok=True)
-        shutil.rmtree(folder / "dashboard", ignore_errors=True)
-    log = out_dir / "jmeter.log"
+        out.machine_dir(target.machine).mkdir(exist_ok=True)
+        out.results(target.machine).unlink(missing_ok=True)
+        shutil.rmtree(out.dashboard_dir(target.machine), ignore_errors=True)
+    log = out.log
     log.write_text("")
     phases = [parsed] if schedule == "parallel" else [[target] for target in parsed]
-    progress = {t.machine: _MachineProgress(t.machine, out_dir / t.machine / "results.csv") for t in parsed}
+    progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine)) for t in parsed}
     planned_s = profile.duration_s * len(phases)
     problems: list[str] = []
     interrupted = False
@@ -240,34 +240,35 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
     with _sigterm_as_interrupt():
         for phase in phases:
             try:
-                _run_phase(java, jar, phase, profile, out_dir, log, len(phases) > 1, progress, report,
+                _run_phase(java, jar, phase, profile, out, len(phases) > 1, progress, report,
                            progress_interval_s, problems)
             except KeyboardInterrupt:
                 interrupted = True
                 break
         results = {m: p.results for m, p in progress.items() if p.results.is_file()}
-        dashboards = _generate_dashboards(java, jar, results, profile, problems)
+        dashboards = _generate_dashboards(java, jar, results, profile, out, problems)
         if "dashboard generation interrupted" in problems:
             interrupted = True
     return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
                       ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log)
 
 
-def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile, out_dir: Path, log: Path,
+def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile, out: JMeterFolder,
                own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
                interval_s: float, problems: list[str]) -> None:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly."""
     udp_port = _free_udp_port()
-    phase_log = out_dir / phase[0].machine / "jmeter.log" if own_log else log
-    command = _jmeter_command(java, jar, phase_log, udp_port, profile, phase, phase[0].path, out_dir)
+    log = out.log
+    phase_log = out.phase_log(phase[0].machine) if own_log else log
+    command = _jmeter_command(java, jar, phase_log, udp_port, profile, phase, phase[0].path, out)
     popen = None
     machines = [progress[t.machine] for t in phase]
     # Bounded whatever happens: the plan stops itself at duration_s; past that plus the longest sample
     # and a margin, the lab stops it.
     overrun_s = profile.duration_s + profile.response_timeout_ms / 1000 + 60
     try:
-        with (out_dir / "jmeter.out").open("a") as out:
-            popen = subprocess.Popen(command, cwd=jar.parent, stdout=out, stderr=subprocess.STDOUT,
+        with out.out.open("a") as stream:
+            popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         now = time.monotonic()
         for machine in machines:
@@ -299,7 +300,7 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile,
     _finish_phase(machines, popen, own_log, phase_log, log, problems)
     if popen.returncode not in (0, None) and not any(m.samples for m in machines):
         raise LoadError(f"JMeter failed (exit {popen.returncode}) before any sample; see {phase_log} and "
-                        f"{out_dir / 'jmeter.out'}")
+                        f"{out.out}")
     report(time.monotonic())
 
 
