@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lab.errors import LabError
+from lab.hostlab import HostLab
 from lab.paths import REPO, VENV
 from lab.progress import step
 
 # Commands that change the machines install what is missing first; the others only when the venv is.
 INSTALLING = {None, "up"}
+COMMANDS = ("up", "run", "status", "down")
 
 
 def in_venv() -> bool:
@@ -20,12 +23,17 @@ def in_venv() -> bool:
 
 
 def _command(argv: list[str]) -> str | None:
-    return next((arg for arg in argv if not arg.startswith("-")), None)
+    return next((arg for arg in argv if arg in COMMANDS), None)
 
 
 def enter_venv(argv: list[str]) -> None:
     """Installs what is missing, then replaces this process with the same command in the venv."""
     python = VENV / "bin" / "python"
+    try:        # another checkout's lab: refused before anything is installed
+        HostLab().check_checkout(_command(argv) or "up")
+    except LabError as error:
+        print(f"start.sh: {error}", file=sys.stderr)
+        sys.exit(1)
     if _command(argv) in INSTALLING or not python.is_file():
         with step("Installing what the lab needs"):
             result = subprocess.run([str(REPO / "tools" / "install-deps")])

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from lab import experiment, lifecycle, load, status
+from lab import experiment, lifecycle, load, runfolder, status
 from lab.errors import LabError, StepFailed
+from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose
 from lab.machines.protocol import Backend
+
+
+def _inventory(text: str) -> Path:
+    """--inventory as the user typed it, from the folder they ran ./start.sh in (start.sh moves into
+    the repository and says where it came from in LAB_CALLER_DIR)."""
+    path = Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such inventory file ({path})")
+    return path.resolve()
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
@@ -22,7 +33,7 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
                         default=None if defaults else argparse.SUPPRESS,
                         help="where the machines come from (default: vagrant where it has VirtualBox or "
                              "KVM, else local, which needs no hypervisor)")
-    common.add_argument("--inventory", type=Path, default=None if defaults else argparse.SUPPRESS,
+    common.add_argument("--inventory", type=_inventory, default=None if defaults else argparse.SUPPRESS,
                         help="Ansible inventory for --backend ssh")
     return common
 
@@ -83,35 +94,45 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    host = host or HostLab()
     try:
-        if args.command in (None, "run"):
-            profile = _profile(args)        # a bad option fails here, before anything starts
+        # A bad option fails here, before anything starts.
+        profile = _profile(args) if args.command in (None, "run") else None
         if args.backend is None:
-            args.backend, args.inventory, why = lifecycle.default_backend()
+            args.backend, args.inventory, why = lifecycle.default_backend(host)
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
+        host.check(args.command or "up", args.backend)
+        if profile is not None:
+            runfolder.check_free_space(load.run_folder_bytes(profile))
         backend = choose.choose(args.backend, args.inventory)
-        if args.command is None:  # the whole experiment
-            lifecycle.up(backend, args.inventory)
-            return experiment.run(backend, profile, args.schedule)
-        if args.command == "up":
-            lifecycle.up(backend, args.inventory)
-            print("Next: ./start.sh run   (load both, write the report)    ./start.sh status   (what each machine "
-                  "runs)    ./start.sh down   (remove everything)", file=sys.stderr)
-            return 0
-        if args.command == "run":
-            return experiment.run(backend, profile, args.schedule)
         if args.command == "status":
             return show_status(backend, args.json)
-        lifecycle.down(backend)
-        return 0
+        with host.busy(" ".join(["./start.sh", *argv])):
+            return _change(args, backend, host, profile)
     except LabError as error:
         print(f"start.sh: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("start.sh: interrupted", file=sys.stderr)
         return 130
+
+
+def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: load.LoadProfile | None) -> int:
+    """up, run, down, or the whole experiment: the commands that change the machines."""
+    if args.command in (None, "up"):
+        lifecycle.up(backend, args.inventory, host)
+        if args.command == "up":
+            print("Next: ./start.sh run   (load both, write the report)    ./start.sh status   (what each machine "
+                  "runs)    ./start.sh down   (remove everything)", file=sys.stderr)
+            return 0
+    if args.command in (None, "run"):
+        assert profile is not None
+        return experiment.run(backend, profile, args.schedule)
+    lifecycle.down(backend, host)
+    return 0
 
 
 def show_status(backend: Backend, as_json: bool) -> int:

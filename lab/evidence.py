@@ -71,6 +71,19 @@ def _memory_during_run(before: dict, after: dict) -> dict:
     return {"oom_kills": kills, "peak_cgroup_usage_bytes": after.get("peak_memory_bytes"), "peak_memory_bytes": None}
 
 
+def _keep_crash_files_private_and_off_the_machine(backend: Backend, name: str, run: RunFolder, globs: list[str]) -> None:
+    """Heap dumps hold the service's memory, the AJP secret included: in the run folder only their owner
+    reads them. Once they are there, they leave the machine, so the next run does not report them again."""
+    crash = run.evidence(name, "crash")
+    if not crash.is_dir():
+        return
+    crash.chmod(0o700)
+    for path in crash.iterdir():
+        path.chmod(0o600)
+    for glob in globs:
+        backend.remove(name, glob)
+
+
 def collect(backend: Backend, name: str, run: RunFolder, started_at: float, ended_at: float,
             memory_before: dict) -> dict:
     """Copies one machine's evidence into machines/<name>/ of the run; returns its events (deaths, OOM kills, gaps)."""
@@ -87,6 +100,7 @@ def collect(backend: Backend, name: str, run: RunFolder, started_at: float, ende
                 run.evidence(name, kind).mkdir(parents=True, exist_ok=True)
                 shutil.move(source, run.evidence(name, kind) / file_name)
     shutil.rmtree(staging, ignore_errors=True)
+    _keep_crash_files_private_and_off_the_machine(backend, name, run, wiring.evidence.get("crash", []))
     missing = [what for kind, what in (("pcp", "PCP archive"), ("gc", "GC log")) if not run.evidence(name, kind).is_dir()]
     if pulled.problem:
         missing.append(f"files from the machine ({pulled.problem})")

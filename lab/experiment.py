@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import evidence, load, report, status
-from lab.errors import StepFailed
+from lab.errors import LabError, StepFailed
+from lab.interrupts import sigterm_as_interrupt
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, REPO, VENV
@@ -36,9 +38,29 @@ def _knobs(backend: Backend) -> dict:
 def _environment() -> dict:
     meminfo = Path("/proc/meminfo").read_text()
     memory_kb = int(meminfo.split("MemTotal:")[1].split()[0])
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     return {"cpus": os.cpu_count(), "memory_bytes": memory_kb * 1024, "kernel": platform.release(),
-            "os": platform.platform(), "python": platform.python_version(), "java": java[0] if java else None}
+            "os": platform.platform(), "python": platform.python_version(), "java": _java_version()}
+
+
+def _java_version() -> str | None:
+    """The first line of `java -version` of the Java JMeter runs on (JAVA_HOME first, as there)."""
+    try:
+        java = load.java_executable()
+        lines = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr.splitlines()
+    except (load.LoadError, OSError, subprocess.TimeoutExpired):
+        return None
+    return lines[0] if lines else None
+
+
+def lab_version(repo: Path = REPO) -> str:
+    """The checkout's commit (git describe), or why there is none: the run is kept either way."""
+    if shutil.which("git") is None:
+        return "unknown (git is not installed)"
+    described = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty"],
+                               capture_output=True, text=True)
+    if described.returncode != 0:
+        return f"unknown ({described.stderr.strip().splitlines()[-1] if described.stderr.strip() else 'not a git checkout'})"
+    return described.stdout.strip()
 
 
 def _make_report(run: RunFolder) -> Path | None:
@@ -51,56 +73,118 @@ def _make_report(run: RunFolder) -> Path | None:
 
 
 def run(backend: Backend, profile: load.LoadProfile, schedule: str) -> int:
-    with step("Checking both machines answer"):
-        observed = {name: status.observe(backend, name) for name in MACHINES}
-        down = [f"{name} ({m['url']} -> {m.get('http_status')})" for name, m in observed.items()
-                if m.get("http_status") != 200]
-        if down:
-            raise StepFailed(f"not answering: {', '.join(down)}; run ./start.sh up first")
-    with step("Preparing JMeter"):
-        load.prepare()
-    folder = RunFolder.create()
-    info(f"run folder: {folder.root.relative_to(REPO)}")
-    folder.write_json(folder.status_json, {"backend": backend.name, "note": backend.emulation_note, "machines": observed})
-    folder.write_json(folder.knobs_json, _knobs(backend))
+    """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
+    SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
+    evidence collected so far, and a report of it; PCP's logger is never left recording."""
+    with sigterm_as_interrupt():
+        with step("Checking both machines answer"):
+            observed = {name: status.observe(backend, name) for name in MACHINES}
+            down = [f"{name} ({m['url']} -> {m.get('http_status')})" for name, m in observed.items()
+                    if m.get("http_status") != 200]
+            if down:
+                raise StepFailed(f"not answering: {', '.join(down)}; run ./start.sh up first")
+            wiring = {name: manifest.read(name) for name in MACHINES}
+            load.check_targets({name: wiring[name].base_url for name in MACHINES}, wiring["default"].service_path)
+        with step("Preparing JMeter"):
+            load.prepare()
+        folder = RunFolder.create()
+        info(f"run folder: {os.path.relpath(folder.root)}")
+        measured = _Measured()
+        try:
+            folder.write_json(folder.status_json, {"backend": backend.name, "note": backend.emulation_note,
+                                                   "machines": observed})
+            folder.write_json(folder.knobs_json, _knobs(backend))
+            measured.phase = "starting PCP's logger"
+            _measure(backend, profile, schedule, wiring, folder, measured)
+        except KeyboardInterrupt:
+            measured.ended = {"how": "interrupted", "during": measured.phase}
+        except (LabError, OSError) as error:    # OSError: a full disk, a file gone; a message, not a traceback
+            measured.ended = {"how": "failed", "during": measured.phase, "error": str(error)}
+        except Exception as error:              # a bug: its traceback, after run.json says where it struck
+            measured.ended = {"how": "failed", "during": measured.phase, "error": f"{type(error).__name__}: {error}"}
+            raise
+        finally:
+            for name in list(measured.recording):        # never left recording into a run that is over
+                _stop_recording(backend, name, measured)
+            folder.write_json(folder.run_json, _run_json(backend, profile, schedule, folder, measured))
+        return _finish(folder, measured)
 
+
+@dataclass
+class _Measured:
+    """What a run got to, step by step: enough to write run.json however it ended."""
+    phase: str = "recording the machines' configuration"
+    recording: list[str] = field(default_factory=list)
+    memory_before: dict[str, dict] = field(default_factory=dict)
+    result: load.LoadResult | None = None
+    ended: dict = field(default_factory=lambda: {"how": "completed"})
+
+
+def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
+    try:
+        evidence.stop_recording(backend, name)
+    finally:
+        measured.recording.remove(name)
+
+
+def _measure(backend: Backend, profile: load.LoadProfile, schedule: str, wiring: dict, folder: RunFolder,
+             measured: _Measured) -> None:
     with step("Starting PCP's logger on both machines"):
-        memory_before = {name: evidence.start_recording(backend, name) for name in MACHINES}
-    planned = profile.duration_s * (2 if schedule == "sequential" else 1)
+        for name in MACHINES:
+            measured.recording.append(name)
+            measured.memory_before[name] = evidence.start_recording(backend, name)
+    measured.phase = "the load"
     title = (f"Loading both machines ({schedule}: {profile.users} users each, ramp {profile.ramp_s} s, "
              f"{profile.duration_s} s{' per machine' if schedule == 'sequential' else ''}; Ctrl-C stops cleanly)")
     with step(title):
-        wiring = {name: manifest.read(name) for name in MACHINES}
-        targets = {name: wiring[name].base_url for name in MACHINES}
         try:
-            result = load.run(targets, profile, folder.jmeter.root, schedule=schedule, on_progress=load.print_progress,
-                              path=wiring["default"].service_path)
+            measured.result = load.run({name: wiring[name].base_url for name in MACHINES}, profile,
+                                       folder.jmeter.root, schedule=schedule, on_progress=load.print_progress,
+                                       path=wiring["default"].service_path)
         finally:
-            for name in MACHINES:
-                evidence.stop_recording(backend, name)
+            for name in list(measured.recording):
+                _stop_recording(backend, name, measured)
+    if measured.result.interrupted:
+        measured.ended = {"how": "interrupted", "during": "the load"}
+    measured.phase = "collecting the evidence"
     with step("Collecting PCP archives, GC logs and logs"):
         for name in MACHINES:
-            events = evidence.collect(backend, name, folder, result.started_at, result.ended_at, memory_before[name])
+            events = evidence.collect(backend, name, folder, measured.result.started_at, measured.result.ended_at,
+                                      measured.memory_before[name])
             for exit_ in events["process_exits"]:
                 info(f"{name}: {exit_['process']} exited during the run ({exit_['reason']})")
             if events["oom_kills"]:
                 info(f"{name}: the kernel's OOM killer struck {events['oom_kills']} time(s)")
             if events["missing"]:
                 info(f"{name}: missing {', '.join(events['missing'])}")
-    folder.write_json(folder.run_json, {
+
+
+def _run_json(backend: Backend, profile: load.LoadProfile, schedule: str, folder: RunFolder,
+              measured: _Measured) -> dict:
+    result = measured.result
+    return {
         "run_id": folder.root.name, "backend": backend.name, "backend_note": backend.emulation_note,
-        "schedule": schedule, "profile": asdict(profile), "planned_s": planned,
-        "started_at": result.started_at, "ended_at": result.ended_at, "interrupted": result.interrupted,
-        "problems": result.problems, "host": _environment(),
+        "schedule": schedule, "profile": asdict(profile),
+        "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
+        "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,
+        "interrupted": measured.ended["how"] != "completed", "ended": measured.ended,
+        "problems": result.problems if result else [], "host": _environment(),
         "machine_homes": {name: str(backend.home(name)) for name in MACHINES},
-        "versions": {"lab": subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
-                                           capture_output=True, text=True).stdout.strip()},
-    })
+        "versions": {"lab": lab_version()},
+    }
+
+
+def _finish(folder: RunFolder, measured: _Measured) -> int:
+    """The report of whatever the run folder holds, and where to look."""
+    if measured.ended["how"] != "completed":
+        info(f"the run was {measured.ended['how']} during {measured.ended['during']}"
+             + (f": {measured.ended['error']}" if "error" in measured.ended else "")
+             + "; what it measured is kept")
     with step("Summarising and writing the report"):
         page = _make_report(folder)
     print(f"\nRun folder: {folder.root}", file=sys.stderr)
-    for name, dashboard in result.dashboards.items():
+    for name, dashboard in (measured.result.dashboards if measured.result else {}).items():
         print(f"  JMeter dashboard ({name}): {dashboard}", file=sys.stderr)
     if page:
         print(f"Report: {page}", file=sys.stderr)
-    return 130 if result.interrupted else 0
+    return {"completed": 0, "interrupted": 130}.get(measured.ended["how"], 1)

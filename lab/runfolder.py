@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.errors import LabError
 from lab.paths import REPO
 
 RUNS = REPO / "runs"
@@ -177,6 +179,16 @@ class RunFolder:
             latest.unlink()
         latest.symlink_to(run_id)
         return cls(root)
+
+
+def check_free_space(needed_bytes: int, runs: Path = RUNS) -> None:
+    """Refuses to start a run the disk cannot hold (a full disk mid-run loses the run)."""
+    folder = next(path for path in (runs, *runs.parents) if path.exists())
+    free = shutil.disk_usage(folder).free
+    if free < needed_bytes:
+        raise LabError(f"{runs} has {free / 2**20:,.0f} MiB free; this run needs about {needed_bytes / 2**20:,.0f} MiB "
+                       "(JMeter's results, PCP archives, logs): free some space (old runs are in runs/), or "
+                       "shorten the run (--duration)")
 
 
 def existing(text: str) -> Path:

@@ -265,11 +265,14 @@ EVIDENCE = {
              "logs/mock-service.out", "logs/pmcd.out", "logs/supervisord.log", "pcp/logs/pmcd.log",
              "pcp/logs/linux.log", "pcp/logs/proc.log", "pcp/logs/apache.log",
              "pcp/logs/openmetrics.log", "pcp/archives/pmlogger.log"],
-    "crash": ["app/hs_err_pid*.log", "app/dumps/*.hprof"],
+    "crash": ["app/dumps/hs_err_pid*.log", "app/dumps/*.hprof"],
 }
+# Role templates rendered by render_play's tag templates (role/templates/<file>).
+ROLE_TEMPLATES = ("camel_app/templates/application.properties.j2", "httpd/templates/httpd.conf.j2",
+                  "pcp/templates/pmlogger.config.j2")
 HANDLERS = {"Restart the Camel service": "camel-app", "Restart HTTPD": "httpd", "Restart the mock backend": "mock-service",
             "Restart pmcd": "pmcd"}
-WIRED = ["httpd_backend_http_port", "httpd_backend_ajp_port", "camel_app_backend_url", "pcp_apache_port",
+WIRED = ["httpd_backend_host", "httpd_backend_http_port", "httpd_backend_ajp_port", "camel_app_backend_url", "pcp_apache_port",
          "pcp_openmetrics_endpoints", "lab_service_path"]
 
 
@@ -295,6 +298,12 @@ def render_play(tmp_path):
         {"name": "Write the wired values", "tags": ["render"], "ansible.builtin.copy": {
             "content": "{{ {" + ", ".join(f"'{name}': {name}" for name in WIRED) + "} | to_nice_json }}",
             "dest": out + "/{{ inventory_hostname }}.wiring.json", "mode": "0644"}},
+        {"name": "Load HTTPD's per-OS values", "tags": ["templates"], "ansible.builtin.include_vars": {
+            "file": str(ANSIBLE / "roles" / "httpd" / "vars" / "Debian.yml")}},
+        {"name": "Render the roles' configuration templates", "tags": ["templates"], "ansible.builtin.template": {
+            "src": str(ANSIBLE / "roles") + "/{{ item }}", "dest": out + "/{{ inventory_hostname }}-{{ item | basename | splitext | first }}",
+            "mode": "0644"},
+         "loop": list(ROLE_TEMPLATES)},
         {"name": "Run the manifest tasks", "tags": ["manifest"], "ansible.builtin.include_role": {
             "name": "lab", "tasks_from": "manifest", "apply": {"tags": ["manifest"]}}},
         {"name": "Notify every role's restart handler", "tags": ["handlers"], "ansible.builtin.debug": {"msg": "notify"},
@@ -334,10 +343,29 @@ def test_the_manifest_renders_to_the_machines_layout_as_valid_json(tmp_path):
             "processes": ["camel-app", "httpd", "mock-service", "pmcd", "pmlogger"],
             "pcp_archive": "pcp/archives/current", "evidence": EVIDENCE}
         wiring = json.loads((tmp_path / "out" / f"{machine}.wiring.json").read_text())
-        assert wiring == {"httpd_backend_http_port": 8080, "httpd_backend_ajp_port": 8009,
+        assert wiring == {"httpd_backend_host": "127.0.0.1", "httpd_backend_http_port": 8080, "httpd_backend_ajp_port": 8009,
                           "camel_app_backend_url": "http://127.0.0.1:9090/data", "pcp_apache_port": 80,
                           "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8081/actuator/prometheus"},
                           "lab_service_path": "/svc/camel/mock"}
+
+
+def test_what_listens_beyond_the_machine_is_httpd_only(tmp_path):
+    play = render_play(tmp_path)
+    run_render(play, "--tags", "templates")
+    out = tmp_path / "out"
+    for machine in ("default", "tuned"):
+        properties = dict(line.split("=", 1) for line in (out / f"{machine}-application.properties").read_text()
+                          .splitlines() if "=" in line and not line.startswith("#"))
+        assert (properties["server.address"], properties["management.server.address"]) == ("127.0.0.1", "127.0.0.1")
+        assert "lab.ajp.address" not in properties        # Tomcat's AJP default: loopback
+        httpd = (out / f"{machine}-httpd.conf").read_text()
+        assert re.search(r"^ServerTokens Prod$", httpd, re.M) and re.search(r"^TraceEnable Off$", httpd, re.M)
+        assert re.search(r"ProxyPass (http|ajp)://127\.0\.0\.1:", httpd), httpd
+        # pmlogger's own parser accepts the [access] section that closes its control port to other hosts.
+        config = out / f"{machine}-pmlogger.config"
+        assert re.search(r"^\[access\]\ndisallow \* : all;\nallow localhost : all;$", config.read_text(), re.M)
+        checked = subprocess.run(["pmlogger", "-o", "-C", "-c", str(config)], capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_one_role_s_value_follows_another_s(tmp_path):
@@ -347,7 +375,7 @@ def test_one_role_s_value_follows_another_s(tmp_path):
                "camel_app_home": "/srv/service", "pcp_home": "/srv/pcp"}
     run_render(play, "--tags", "render", "--limit", "tuned", "-e", json.dumps(changed))
     wiring = json.loads((tmp_path / "out" / "tuned.wiring.json").read_text())
-    assert wiring == {"httpd_backend_http_port": 8180, "httpd_backend_ajp_port": 8109,
+    assert wiring == {"httpd_backend_host": "127.0.0.1", "httpd_backend_http_port": 8180, "httpd_backend_ajp_port": 8109,
                       "camel_app_backend_url": "http://127.0.0.1:9190/data", "pcp_apache_port": 8000,
                       "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8181/actuator/prometheus"},
                       "lab_service_path": "/api/camel/mock"}

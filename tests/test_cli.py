@@ -20,9 +20,11 @@ pytestmark = pytest.mark.fast
     (["run", "--quick", "--ramp", "200"], "--ramp 200 is longer than --duration 90: the ramp-up is part of the run"),
     (["--think", "-1"], "--think -1: must be 0 or more"),
 ])
-def test_a_bad_load_option_is_named_before_anything_starts(args: list[str], message: str) -> None:
-    # --backend ssh with an inventory that does not exist: had the options passed, it would fail there.
-    result = subprocess.run([str(REPO / "start.sh"), *args, "--backend", "ssh", "--inventory", "/nonexistent.yml"],
+def test_a_bad_load_option_is_named_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
+    # --backend ssh with an inventory of no hosts: had the options passed, it would fail there.
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all: {}\n")
+    result = subprocess.run([str(REPO / "start.sh"), *args, "--backend", "ssh", "--inventory", str(inventory)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == f"start.sh: {message}", result.stderr
@@ -42,3 +44,35 @@ def test_up_refuses_a_misspelled_knob_before_anything_changes(tmp_path: Path, mo
 
 def test_the_shipped_knobs_pass() -> None:
     lifecycle.check_knobs()
+
+
+def test_a_run_records_its_version_without_git(tmp_path: Path, monkeypatch) -> None:
+    from lab import experiment
+    assert experiment.lab_version(REPO) not in ("", None) and not experiment.lab_version(REPO).startswith("unknown")
+    assert experiment.lab_version(tmp_path).startswith("unknown (")        # a folder that is no checkout
+    monkeypatch.setenv("PATH", str(tmp_path))                               # a host without git
+    assert experiment.lab_version(REPO) == "unknown (git is not installed)"
+
+
+def test_the_java_found_through_java_home_alone_is_recorded(tmp_path: Path, monkeypatch) -> None:
+    from lab import experiment
+    java_home = Path(shutil.which("java")).resolve().parent.parent
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("JAVA_HOME", str(java_home))
+    assert "version" in experiment._java_version()
+    monkeypatch.delenv("JAVA_HOME")
+    assert experiment._environment()["java"] is None                         # no java at all: recorded, no crash
+
+
+def test_a_run_the_disk_cannot_hold_is_refused_before_anything_starts(tmp_path: Path, monkeypatch, capsys) -> None:
+    from lab import cli, runfolder
+    from lab.hostlab import HostLab
+    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
+                   legacy_file=tmp_path / "legacy.json")
+    monkeypatch.setattr(runfolder.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 50 * 2**20,
+                                                                                              50 * 2**20))
+    assert cli.main(["run", "--backend", "local"], host=host) == 1
+    err = capsys.readouterr().err
+    assert "has 50 MiB free; this run needs about 604 MiB" in err and "--duration" in err, err
+    assert "==>" not in err
+    runfolder.check_free_space(40 * 2**20)          # what fits is not refused

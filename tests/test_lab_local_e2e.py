@@ -2,10 +2,13 @@
 reached through their HTTPD, observed, provisioned again with nothing to change, then removed."""
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -14,14 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, eventually, http_get
+from conftest import REPO, eventually, http_get, wait_for
 
 sys.path.insert(0, str(REPO))
-from lab import provision  # noqa: E402
+from lab import evidence, provision  # noqa: E402
+from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import local  # noqa: E402
 from lab.machines.local.backend import LocalBackend  # noqa: E402
 from lab.machines.ssh import SshBackend  # noqa: E402
 from lab.paths import LOCAL_ROOT  # noqa: E402
+from lab.runfolder import RunFolder  # noqa: E402
 
 LAB_USER = "camellab"   # lab_user of the lab role
 
@@ -96,20 +101,55 @@ PCP_ENV = {**os.environ, "PCP_PYTHON_PROG": "/usr/bin/python3"}
 
 @pytest.mark.parametrize("machine", ["default", "tuned"])
 def test_each_machines_pmcd_serves_its_httpd_and_service_metrics(status, machine):
-    host = f"{status['machines'][machine]['address']}:44321"
-    def fetch() -> subprocess.CompletedProcess:
-        return subprocess.run(["pminfo", "-h", host, "-f", "apache.total_accesses",
-                               "openmetrics.app.tomcat_threads_busy_threads", "kernel.all.load"],
-                              capture_output=True, text=True, env=PCP_ENV, timeout=60)
+    # From inside the machine, as pmlogger and the lab's checks read it (pmcd listens on loopback only).
+    result = LocalBackend().run_in(machine, ["pminfo", "-h", "127.0.0.1:44321", "-f", "apache.total_accesses",
+                                             "openmetrics.app.tomcat_threads_busy_threads", "kernel.all.load"],
+                                   timeout=60)
     # `up` waited for the openmetrics agent to know the service's metrics: no waiting here.
-    result = fetch()
     pcp_home = LocalBackend().home(machine) / "pcp"
     assert result.returncode == 0, (result.stderr, _tail(pcp_home / "logs" / "pmcd.log"),
                                     _tail(pcp_home / "logs" / "openmetrics.log"))
     accesses = re.search(r"apache.total_accesses\s+value (\d+)", result.stdout)
     assert accesses and int(accesses[1]) > 0, result.stdout
-    connector = "ajp-apr-127.0.0.1-8009" if machine == "tuned" else "http-nio-8080"
+    connector = "ajp-apr-127.0.0.1-8009" if machine == "tuned" else "http-nio-127.0.0.1-8080"
     assert f"name:{connector}\"] value" in result.stdout, result.stdout
+
+
+def _listeners(machine: str) -> set[str]:
+    """The machine's listening TCP sockets, as local address:port."""
+    result = LocalBackend().run_in(machine, ["ss", "-Hltn"])
+    assert result.returncode == 0, result.stderr
+    return {line.split()[3] for line in result.stdout.splitlines() if line.strip()}
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_only_httpd_listens_beyond_loopback(status, machine):
+    # The service's connectors and actuator, the mock backend and pmcd (whose proc agent shows every
+    # process's command line and environment) answer on the machine only; clients come through HTTPD.
+    listeners = _listeners(machine)
+    assert {"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:44321"} <= listeners, listeners
+    beyond = {address for address in listeners if not address.startswith(("127.", "[::1]:"))}
+    assert beyond in ({"*:80"}, {"0.0.0.0:80"}), listeners
+    address = status["machines"][machine]["address"]
+    for port in (8080, 8081, 44321):
+        with socket.socket() as probe:
+            probe.settimeout(5)
+            assert probe.connect_ex((address, port)) != 0, f"{address}:{port} answers from outside the machine"
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_httpd_names_no_version_and_refuses_trace(status, machine):
+    connection = http.client.HTTPConnection(status["machines"][machine]["address"], 80, timeout=30)
+    try:
+        connection.request("GET", "/svc/camel/mock")
+        reply = connection.getresponse()
+        reply.read()
+        assert (reply.status, reply.getheader("Server")) == (200, "Apache")
+        connection.request("TRACE", "/svc/camel/mock")
+        reply = connection.getresponse()
+        assert reply.status == 405, (reply.status, reply.read()[:200])
+    finally:
+        connection.close()
 
 
 def test_pmcd_waits_for_an_agent_that_starts_slowly(status, tmp_path):
@@ -159,6 +199,9 @@ def test_pmlogger_records_an_archive_pcp_tools_can_read(status):
     for _ in range(10):
         http_get(status["machines"]["tuned"]["url"])
     time.sleep(4)
+    # Its control port (4330 and up) is the machine's own: pmlogger(1) allows everything to whoever connects.
+    control = {address for address in _listeners("tuned") if re.search(r":43[3-9]\d$", address)}
+    assert control and all(address.startswith("127.0.0.1:") for address in control), _listeners("tuned")
     assert local.supervisorctl(machine, "stop", "pmlogger").returncode == 0
     exported = subprocess.run(["pmrep", "-a", str(archives / "current"), "-t", "1s", "-o", "csv",
                                "kernel.all.load", "apache.total_accesses"],
@@ -293,6 +336,26 @@ def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_
     assert json.loads((run_dir / "machines" / "tuned" / "events.json").read_text())["process_exits"] == []
 
 
+def test_a_jvm_crash_leaves_its_error_log_where_the_run_collects_it(status, tmp_path):
+    # The JVM's working folder is root's: without -XX:ErrorFile its hs_err file could be written nowhere.
+    dumps = LocalBackend().home("default") / "app" / "dumps"
+    started = int(time.time())              # supervisord's log counts whole seconds
+    subprocess.run(["pkill", "-SEGV", "-f", f"{LOCAL_ROOT}/machines/default/app/camel-tuning-lab-service.jar"],
+                   check=True)
+    wait_for(lambda: list(dumps.glob("hs_err_pid*.log")), 60, f"an hs_err file in {dumps}")
+    # supervisord restarts it; once it answers again, the crashed JVM has finished its report.
+    wait_for(lambda: http_get(status["machines"]["default"]["url"], timeout=30)[0] == 200, 240, "the restarted service")
+    run = RunFolder(tmp_path / "run")
+    events = evidence.collect(LocalBackend(), "default", run, started, time.time(), {})
+    assert [e["process"] for e in events["process_exits"]] == ["camel-app"], events
+    crash = run.evidence("default", "crash")
+    copied = list(crash.glob("hs_err_pid*.log"))
+    assert copied and "A fatal error has been detected by the Java Runtime Environment" in copied[0].read_text()
+    # It may hold the service's secrets: its owner's only in the run folder, and gone from the machine.
+    assert (crash.stat().st_mode & 0o777, copied[0].stat().st_mode & 0o777) == (0o700, 0o600)
+    assert not list(dumps.glob("hs_err_pid*.log"))
+
+
 def test_a_port_in_use_is_reported_with_its_cause(status, tmp_path):
     machine = LocalBackend().machines["tuned"]
     assert local.supervisorctl(machine, "stop", "httpd").returncode == 0
@@ -318,18 +381,45 @@ def test_fetching_over_ansible_brings_the_machines_files(status, tmp_path):
     remote = SshBackend(LocalBackend.inventory)
     home = LocalBackend().home("tuned")
     globs = ["app/gc/gc.log*", "httpd/*.conf", "no/such/*.file"]
-    pulled = remote.pull("tuned", globs, tmp_path)
-    assert pulled.problem is None
-    expected = sorted(path.relative_to(home) for glob in globs for path in home.glob(glob) if path.is_file())
-    assert expected and sorted(path.relative_to(tmp_path) for path in pulled.files) == expected
-    config = next(path for path in expected if path.suffix == ".conf")
-    assert (tmp_path / config).read_bytes() == (home / config).read_bytes()
+    # The service account's folder (app/gc) holds a link to a file only root may read: never copied.
+    planted = home / "app" / "gc" / "gc.log.planted"
+    planted.symlink_to("/etc/shadow")
+    try:
+        for backend in (remote, LocalBackend()):
+            out = tmp_path / backend.name
+            pulled = backend.pull("tuned", globs, out)
+            expected = sorted(path.relative_to(home) for glob in globs for path in home.glob(glob)
+                              if path.is_file() and not path.is_symlink())
+            assert expected and sorted(path.relative_to(out) for path in pulled.files) == expected, backend.name
+            assert not (out / "app" / "gc" / "gc.log.planted").exists(), backend.name
+            config = next(path for path in expected if path.suffix == ".conf")
+            assert (out / config).read_bytes() == (home / config).read_bytes()
+        assert pulled.problem == "not copied, a link or not a plain file: app/gc/gc.log.planted"
+    finally:
+        planted.unlink()
 
 
 def test_later_commands_use_the_backend_of_the_lab_that_is_up(status):
     result = start("status", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Backend: local (the lab that is up uses it; --backend chooses another)" in result.stderr
+
+
+def test_another_checkout_cannot_touch_the_lab_that_is_up(status, tmp_path):
+    # A second checkout (its own lab/ and start.sh, this one's venv): every command refuses, naming this one.
+    other = tmp_path / "other-checkout"
+    other.mkdir()
+    shutil.copytree(REPO / "lab", other / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / "start.sh", other / "start.sh")
+    (other / ".venv").symlink_to(REPO / ".venv")
+    for command in (["status"], ["down"], ["run", "--quick"], ["up"]):
+        result = subprocess.run([str(other / "start.sh"), *command], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 1, result.stderr
+        assert "belongs to another checkout (local backend, up since" in result.stderr, result.stderr
+        assert f"from the checkout at {REPO})" in result.stderr, result.stderr
+    # The lab is untouched: still up, still this checkout's.
+    assert HostLab().ours() is not None
+    assert start("status", timeout=120).returncode == 0
 
 
 def test_down_leaves_nothing(status):
@@ -346,4 +436,4 @@ def test_down_leaves_nothing(status):
     assert str(LOCAL_ROOT) not in processes
     assert not LOCAL_ROOT.exists()
     assert subprocess.run(["id", LAB_USER], capture_output=True).returncode != 0
-    assert not (REPO / ".cache" / "backend.json").exists()       # nothing is up: the next start.sh chooses afresh
+    assert HostLab().owner() is None       # nothing is up: the next start.sh chooses afresh

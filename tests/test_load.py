@@ -6,6 +6,7 @@ about two minutes once JMeter is assembled (the first prepare() downloads it: ~1
 from __future__ import annotations
 
 import csv
+import os
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from conftest import REPO, Process, free_port, http_get, spawn
 
 sys.path.insert(0, str(REPO))
 from lab import load  # noqa: E402
+from lab.errors import LabError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -91,6 +93,9 @@ def test_targets_are_checked() -> None:
     assert load._parse_targets({"default": "http://127.0.0.1:9/other"}, "/x", False)[0].path == "/other"
     with pytest.raises(ValueError, match="not a loopback or private"):
         load._parse_targets({"default": "http://8.8.8.8"}, "/", False)
+    # What ./start.sh checks before a run starts: a message (a LabError) saying what to do, no traceback.
+    with pytest.raises(LabError, match=r"default: 8\.8\.8\.8 is not a loopback or private address: .*ansible_host"):
+        load.check_targets({"default": "http://8.8.8.8"}, "/svc/camel/mock")
     with pytest.raises(ValueError, match="unknown machine"):
         load._parse_targets({"prod": "http://127.0.0.1"}, "/", False)
     with pytest.raises(ValueError):
@@ -234,6 +239,24 @@ def test_interrupt_keeps_results_and_dashboards(processes, tmp_path: Path) -> No
         assert result.dashboards[machine].is_file()
     assert "Command: Shutdown received" in (out / "jmeter.log").read_text()
     assert not jmeter_processes(tmp_path)
+
+
+def test_jmeter_killed_by_a_signal_is_not_a_complete_run(processes, tmp_path: Path) -> None:
+    # The kernel's OOM killer ends JMeter with SIGKILL: what it measured is kept, and the run says it ended early.
+    port = start_mock(processes, tmp_path / "mock")
+
+    def kill_jmeter(progress: dict) -> None:
+        if progress["machines"]["default"]["samples"] and progress["elapsed_s"] >= 4:
+            for pid in jmeter_processes(tmp_path):
+                os.kill(pid, signal.SIGKILL)
+
+    result = load.run({"default": f"http://127.0.0.1:{port}"}, load.LoadProfile(users=2, ramp_s=1, duration_s=300),
+                      tmp_path / "run", on_progress=kill_jmeter, path="/data", progress_interval_s=2)
+    assert result.interrupted
+    assert any(p.startswith("JMeter was killed by SIGKILL after ") and p.endswith("the run is incomplete")
+               for p in result.problems), result.problems
+    _, rows = read_results(result.results["default"])
+    assert rows and result.dashboards["default"].is_file()
 
 
 def test_sigterm_stops_the_command_line_cleanly(processes, tmp_path: Path) -> None:

@@ -57,6 +57,22 @@ def test_the_stored_run_gives_the_same_summary(stored_run: Path) -> None:
         assert entry["gc"]["pause_count"] >= 1
 
 
+def test_a_corrupt_results_row_is_left_out_and_said(stored_run: Path) -> None:
+    # A corrupt digit in a timestamp made the per-second series span centuries: a MemoryError.
+    from lab.analysis.summary import summarize
+    results = stored_run / "jmeter" / "default" / "results.csv"
+    before = summarize(stored_run, write=False, use_gcviewer=False)["machines"]["default"]["load"]
+    good = results.read_text().splitlines()[1].split(",")
+    broken = [",".join(["99999999999999999", *good[1:]]), ",".join([good[0], "999999999999", *good[2:]])]
+    results.write_text(results.read_text() + "\n".join(broken) + "\n")
+    summary = summarize(stored_run, write=False, use_gcviewer=False)
+    after = summary["machines"]["default"]["load"]
+    assert (after["skipped_rows"], after["samples"], after["throughput_rps"]) == \
+        (before["skipped_rows"] + 2, before["samples"], before["throughput_rps"])
+    assert "default: 2 rows of results.csv could not be read (broken, or a time no run could have) and were left " \
+           "out of every figure." in summary["what_happened"]
+
+
 def test_the_stored_run_renders_with_every_section(stored_run: Path) -> None:
     from lab import report
     html = report.render(stored_run).read_text()

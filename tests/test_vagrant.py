@@ -14,6 +14,7 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO))
 from lab import evidence  # noqa: E402
+from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import MACHINES, choose  # noqa: E402
 from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_states  # noqa: E402
 
@@ -133,9 +134,9 @@ def test_vagrant_is_the_default_only_with_an_accelerated_provider(tools, plugins
 
 def test_start_sh_says_which_backend_it_chose_and_why():
     expected, why = choose.default_backend()
-    current = REPO / ".cache" / "backend.json"
-    if current.exists():   # a lab is up: its backend is used, whatever this host has
-        expected, why = json.loads(current.read_text())["backend"], "the lab that is up uses it"
+    owner = HostLab().ours()
+    if owner is not None:   # a lab is up: its backend is used, whatever this host has
+        expected, why = owner.backend, "the lab that is up uses it"
     result = subprocess.run([str(REPO / "start.sh"), "status", "--json"], capture_output=True, text=True, timeout=600)
     assert f"Backend: {expected} ({why}; --backend chooses another)" in result.stderr, result.stderr
 

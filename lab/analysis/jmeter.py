@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -24,6 +25,10 @@ ERROR_RATE_THRESHOLD = 0.01
 THRESHOLD_BUCKET_S = 10                 # = LATENCY_BUCKET_S: the threshold is read on the latency buckets
 THRESHOLD_MIN_SAMPLES = 10              # a bucket with fewer requests says too little to count
 LATENCY_BUCKET_S = THRESHOLD_BUCKET_S
+# A row JMeter could have written: started after 2000 and not in the future, no sample longer than a
+# day. A corrupt digit otherwise makes the per-second series span centuries (and exhaust memory).
+EARLIEST_START_MS = 946_684_800_000
+LONGEST_SAMPLE_MS = 86_400_000
 
 
 class Samples:
@@ -62,9 +67,11 @@ def read_results(path: Path) -> Samples:
         rc, rm, fm = col.get("responseCode"), col.get("responseMessage"), col.get("failureMessage")
         gt = col.get("grpThreads")
         width = max(ts, el, su) + 1
+        latest_start_ms = (time.time() + 86_400) * 1000
         for row in reader:
             if len(row) < width or not row[ts].isdigit() or not row[el].lstrip("-").isdigit() \
-                    or row[su] not in ("true", "false"):
+                    or row[su] not in ("true", "false") \
+                    or not EARLIEST_START_MS <= int(row[ts]) <= latest_start_ms or int(row[el]) > LONGEST_SAMPLE_MS:
                 samples.skipped += 1
                 continue
             samples.start.append(int(row[ts]))

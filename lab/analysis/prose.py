@@ -30,7 +30,13 @@ def what_happened(summary: dict) -> list[str]:
     sentences: list[str] = []
     run = summary["run"]
     machines = summary["machines"]
-    if run.get("interrupted"):
+    ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
+    if ended.get("how") in ("interrupted", "failed") and ended.get("during") != "the load":
+        sentences.append(f"The run was {'interrupted' if ended['how'] == 'interrupted' else 'stopped by an error'} "
+                         f"while {ended.get('during') or 'running'}"
+                         + (f" ({ended['error']})" if ended.get("error") else "")
+                         + ": what follows comes from what it had collected by then.")
+    elif run.get("interrupted"):
         planned = number((run.get("profile") or {}).get("duration_s"))
         lasted = run.get("duration_s")
         sentences.append("The run was interrupted" + (f" after {clock(lasted)}" if lasted is not None else "")
@@ -109,6 +115,11 @@ def what_happened(summary: dict) -> list[str]:
             sentences.append(f"{machine}: the kernel's OOM killer struck {oom} time{'s' if oom != 1 else ''}.")
         if entry.get("crash_files"):
             sentences.append(f"{machine}: crash files: " + ", ".join(Path(f).name for f in entry["crash_files"]) + ".")
+        skipped = (entry.get("load") or {}).get("skipped_rows")
+        if isinstance(skipped, int) and skipped > 0:
+            sentences.append(f"{machine}: {skipped} row{'s' if skipped != 1 else ''} of results.csv could not be read "
+                             "(broken, or a time no run could have) and {} left out of every figure."
+                             .format("were" if skipped != 1 else "was"))
     return sentences
 
 

@@ -28,7 +28,8 @@ MVNW = REPO / "mvnw"
 CONFIGURE_GOAL = "jmeter:configure@configuration"
 
 
-def _java() -> str:
+def java_executable() -> str:
+    """The Java JMeter runs on: JAVA_HOME's, else the one on PATH; LoadError if none or too old."""
     java_home = os.environ.get("JAVA_HOME")
     candidate = Path(java_home) / "bin" / "java" if java_home else None
     java = str(candidate) if candidate and candidate.is_file() else shutil.which("java")
@@ -92,7 +93,7 @@ def prepare() -> None:
 
     Needs Java and Maven Central (the wrapper downloads Maven 3.9 the first time, then the plugin
     downloads JMeter's jars: ~1.5 min on first run)."""
-    java = _java()
+    java = java_executable()
     if _assembled():
         return
     with _prepare_lock():

@@ -40,6 +40,21 @@ class LoadProfile:
                 "keep_alive": "true" if self.keep_alive else "false"}
 
 
+# What a run folder needs, estimated before a run starts: JMeter writes about 110 bytes per sample
+# (measured: tests/fixtures/run-local-tiny), a machine here served at most about 800 req/s, so 2,000
+# is a ceiling; PCP archives, GC logs, dashboards and the report add tens of MB.
+RESULT_ROW_BYTES = 110
+CEILING_RPS_PER_MACHINE = 2000
+FIXED_RUN_BYTES = 100 * 1024 * 1024
+
+
+def run_folder_bytes(profile: LoadProfile, machines: int = 2) -> int:
+    """An upper estimate of the disk a run of this profile fills."""
+    rate = CEILING_RPS_PER_MACHINE if profile.think_ms == 0 else min(CEILING_RPS_PER_MACHINE,
+                                                                      profile.users * 1000 / profile.think_ms)
+    return int(machines * profile.duration_s * rate * RESULT_ROW_BYTES) + FIXED_RUN_BYTES
+
+
 FULL = LoadProfile()
 # Smoke profile: 90 s of load per machine (+ ~4 s JMeter start and 5-15 s of dashboards): ~1m50 in all
 # in parallel (measured against fast local mocks), twice the load time in sequential.

@@ -9,13 +9,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
-from lab.load.jmeter import PLAN, _java, _runtime_jar, jmeter_home, prepare
+from lab.interrupts import sigterm_as_interrupt
+from lab.load.jmeter import PLAN, _runtime_jar, java_executable, jmeter_home, prepare
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
 from lab.load.targets import _parse_targets, _Target
@@ -113,25 +112,6 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
             *(f"-J{key}={value}" for key, value in props.items())]
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C."""
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise _Terminated()
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _granularity_ms(duration_s: int) -> int:
     """Dashboard graph granularity: fine for short runs, smoother for long ones."""
     return 1000 if duration_s <= 300 else 5000 if duration_s <= 1800 else 10000
@@ -211,7 +191,7 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
     parsed = _parse_targets(targets, path, allow_any_host)
     prepare()
-    java = _java()
+    java = java_executable()
     home = jmeter_home()
     if home is None:
         raise LoadError("JMeter is not assembled: prepare() failed")
@@ -237,12 +217,15 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
             on_progress({"schedule": schedule, "elapsed_s": round(now - started, 1), "planned_s": planned_s,
                          "machines": {m: p.snapshot(now) for m, p in progress.items()}})
 
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         for phase in phases:
             try:
-                _run_phase(java, jar, phase, profile, out, len(phases) > 1, progress, report,
-                           progress_interval_s, problems)
+                complete = _run_phase(java, jar, phase, profile, out, len(phases) > 1, progress, report,
+                                      progress_interval_s, problems)
             except KeyboardInterrupt:
+                interrupted = True
+                break
+            if not complete:        # JMeter itself was killed: what it measured is kept, the run ends
                 interrupted = True
                 break
         results = {m: p.results for m, p in progress.items() if p.results.is_file()}
@@ -255,8 +238,9 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
 
 def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile, out: JMeterFolder,
                own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
-               interval_s: float, problems: list[str]) -> None:
-    """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly."""
+               interval_s: float, problems: list[str]) -> bool:
+    """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
+    False if JMeter was killed by a signal the lab did not send (the kernel's OOM killer sends SIGKILL)."""
     udp_port = _free_udp_port()
     log = out.log
     phase_log = out.phase_log(phase[0].machine) if own_log else log
@@ -266,6 +250,7 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile,
     # Bounded whatever happens: the plan stops itself at duration_s; past that plus the longest sample
     # and a margin, the lab stops it.
     overrun_s = profile.duration_s + profile.response_timeout_ms / 1000 + 60
+    stopped = False
     try:
         with out.out.open("a") as stream:
             popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
@@ -280,6 +265,7 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile,
             if now - machines[0].started > overrun_s:
                 problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")
                 _stop_jmeter(popen, udp_port, problems)
+                stopped = True
                 break
             if now >= next_report:
                 for machine in machines:
@@ -302,6 +288,12 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile,
         raise LoadError(f"JMeter failed (exit {popen.returncode}) before any sample; see {phase_log} and "
                         f"{out.out}")
     report(time.monotonic())
+    if popen.returncode is not None and popen.returncode < 0 and not stopped:
+        lasted = time.monotonic() - machines[0].started
+        problems.append(f"JMeter was killed by {signal.Signals(-popen.returncode).name} after {lasted:.0f} s of the "
+                        f"planned {profile.duration_s} s (SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
+        return False
+    return True
 
 
 def _finish_phase(machines: list[_MachineProgress], popen: subprocess.Popen | None, own_log: bool,
@@ -309,7 +301,7 @@ def _finish_phase(machines: list[_MachineProgress], popen: subprocess.Popen | No
     now = time.monotonic()
     for machine in machines:
         machine.finish(now)
-    if popen is not None and popen.returncode not in (0, None, -signal.SIGTERM, -signal.SIGKILL):
+    if popen is not None and popen.returncode is not None and popen.returncode > 0:   # signals: see _run_phase
         problems.append(f"JMeter exited with {popen.returncode}; see {phase_log}")
     if own_log and phase_log.is_file():
         with log.open("a") as whole:

@@ -7,7 +7,12 @@ import socket
 import urllib.parse
 from dataclasses import dataclass
 
+from lab.load.profile import LoadError
 from lab.machines import MACHINES
+
+
+class TargetError(LoadError, ValueError):
+    """A target the lab will not load: named as given, with what to do."""
 
 
 @dataclass
@@ -29,7 +34,7 @@ def _allowed_address(host: str) -> bool:
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except socket.gaierror as error:
-        raise ValueError(f"cannot resolve target host {host!r}: {error}") from error
+        raise TargetError(f"cannot resolve target host {host!r}: {error}") from error
     for info in infos:
         address = ipaddress.ip_address(info[4][0].split("%")[0])
         if not (address.is_loopback or address.is_private or address.is_link_local):
@@ -39,22 +44,23 @@ def _allowed_address(host: str) -> bool:
 
 def _parse_targets(targets: dict[str, str], path: str, allow_any_host: bool) -> list[_Target]:
     if not targets:
-        raise ValueError("no targets: give {machine: base URL}")
+        raise TargetError("no targets: give {machine: base URL}")
     unknown = set(targets) - set(MACHINES)
     if unknown:
-        raise ValueError(f"unknown machine(s) {sorted(unknown)}: the plan has thread groups {list(MACHINES)}")
+        raise TargetError(f"unknown machine(s) {sorted(unknown)}: the plan has thread groups {list(MACHINES)}")
     if not path.startswith("/"):
-        raise ValueError(f"path must start with '/': {path!r}")
+        raise TargetError(f"path must start with '/': {path!r}")
     parsed = []
     for machine in MACHINES:                    # the plan's order, whatever the dict's
         if machine not in targets:
             continue
         split = urllib.parse.urlsplit(targets[machine])
         if split.scheme not in ("http", "https") or not split.hostname:
-            raise ValueError(f"{machine}: not an http(s) base URL: {targets[machine]!r}")
+            raise TargetError(f"{machine}: not an http(s) base URL: {targets[machine]!r}")
         if not allow_any_host and not _allowed_address(split.hostname):
-            raise ValueError(f"{machine}: {split.hostname} is not a loopback or private address; the lab only "
-                             "loads its own machines (allow_any_host=True to override)")
+            raise TargetError(f"{machine}: {split.hostname} is not a loopback or private address: the lab loads only "
+                              "its own machines, on loopback or a private network; give the machines' private "
+                              "addresses (ansible_host in the inventory)")
         port = split.port or (443 if split.scheme == "https" else 80)
         machine_path = split.path if split.path not in ("", "/") else path   # a URL path wins
         if split.query:
@@ -62,3 +68,8 @@ def _parse_targets(targets: dict[str, str], path: str, allow_any_host: bool) -> 
         parsed.append(_Target(machine, split.scheme, split.hostname, port, machine_path))
     return parsed
 
+
+
+def check_targets(targets: dict[str, str], path: str) -> None:
+    """Refuses targets the lab will not load (TargetError), before anything starts."""
+    _parse_targets(targets, path, allow_any_host=False)

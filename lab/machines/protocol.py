@@ -3,6 +3,9 @@ command, their files pulled. Every backend provisions with the same playbook; th
 machines are created and destroyed, and how a command reaches a machine."""
 from __future__ import annotations
 
+import os
+import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,6 +73,36 @@ class Backend(Protocol):
     def journal(self, name: str, since: float, until: float) -> str:
         """What the service manager logged about the lab's processes (systemd machines; else "")."""
         ...
+
+
+def copy_no_follow(root: Path, relative: Path, target: Path) -> bool:
+    """Copies root/relative to target (mode 0600) as root may copy from folders another account owns:
+    no symbolic link followed anywhere below root, nothing but a plain file read. False if it met
+    anything else (which the other account could have put there to make root read another file)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        folder = os.open(root, flags | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        for part in relative.parts[:-1]:
+            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        handle = os.open(relative.name, flags | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:     # ELOOP (a link), ENOTDIR, ENOENT (gone since the glob)
+        return False
+    finally:
+        os.close(folder)
+    with os.fdopen(handle, "rb") as source:
+        info = os.fstat(source.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as copy:
+            shutil.copyfileobj(source, copy)
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    return True
 
 
 def place(sources: list[Path], root: Path, destination: Path, transfer: Callable[[Path, Path], object]) -> list[Path]:

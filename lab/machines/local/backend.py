@@ -2,15 +2,15 @@
 supervisord (the rest of this package creates and removes them)."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
+from lab.hostlab import remove_if_empty
 from lab.machines import manifest
 from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
 from lab.machines.local.machine import machines
 from lab.machines.local.network import run_in
-from lab.machines.protocol import Pulled, place
+from lab.machines.protocol import Pulled, copy_no_follow
 from lab.paths import INVENTORIES, LOCAL_ROOT
 
 
@@ -43,8 +43,7 @@ class LocalBackend:
             subprocess.run(["groupdel", group], check=True)
         for name in self.machines:
             manifest.forget(name)
-        if LOCAL_ROOT.is_dir() and not any(path.is_file() for path in LOCAL_ROOT.rglob("*")):
-            shutil.rmtree(LOCAL_ROOT)
+        remove_if_empty(LOCAL_ROOT)
 
     def address(self, name: str) -> str:
         return self.machines[name].address
@@ -71,10 +70,18 @@ class LocalBackend:
             path.unlink()
 
     def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
-        """Copies the files matching globs (under lab_home) to destination, keeping their paths."""
+        """Copies the files matching globs (under lab_home) to destination, keeping their paths; a
+        symbolic link is never followed (the service account owns folders there)."""
         home = self.home(name)
-        sources = [source for glob in globs for source in sorted(home.glob(glob))]
-        return Pulled(place(sources, home, destination, shutil.copy2))
+        copied, refused = [], []
+        for source in sorted({source for glob in globs for source in home.glob(glob)}):
+            relative = source.relative_to(home)
+            target = destination / relative
+            if copy_no_follow(home, relative, target):
+                copied.append(target)
+            elif source.is_symlink() or not source.is_dir():
+                refused.append(str(relative))
+        return Pulled(copied, problem=f"not copied, a link or not a plain file: {', '.join(refused)}" if refused else None)
 
     def begin_measurement(self, name: str) -> None:
         reset_memory_peak(self.machines[name])

@@ -1,0 +1,152 @@
+"""One lab per host. The local backend's namespaces, cgroups, /var/lib/camel-tuning-lab and the lab
+account are global, and two labs loading one host's CPUs measure nothing; so the host records which
+checkout's lab is up (and with which backend), and commands run one at a time.
+
+    owner.json   {"checkout", "backend", "inventory", "since"}: written by up, removed by down;
+                 status, run and down from another checkout refuse while it names a checkout
+                 that still exists.
+    busy.lock    held (flock) by the up, run or down that is changing the machines; released by
+                 the kernel when that process ends, however it ends.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.paths import LOCAL_ROOT, REPO
+
+OWNER = LOCAL_ROOT / "owner.json"
+BUSY = Path("/run/camel-tuning-lab.lock")
+# Where an earlier version remembered the backend, per checkout: adopted once, then removed.
+LEGACY = REPO / ".cache" / "backend.json"
+
+
+class NotOurs(LabError):
+    """The lab on this host belongs to another checkout, or another command is changing it."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    checkout: Path
+    backend: str
+    inventory: Path | None
+    since: str
+
+    def describe(self) -> str:
+        return f"{self.backend} backend, up since {self.since}, from the checkout at {self.checkout}"
+
+
+def remove_if_empty(folder: Path) -> None:
+    """Removes a folder that holds no file (empty subfolders included); keeps it otherwise."""
+    if folder.is_dir() and not any(path.is_file() for path in folder.rglob("*")):
+        shutil.rmtree(folder)
+
+
+@dataclass(frozen=True)
+class HostLab:
+    owner_file: Path = OWNER
+    busy_file: Path = BUSY
+    checkout: Path = REPO
+    legacy_file: Path = LEGACY
+
+    def owner(self) -> Owner | None:
+        """The lab that is up on this host, or None."""
+        self._adopt_legacy()
+        try:
+            data = json.loads(self.owner_file.read_text())
+            inventory = data.get("inventory")
+            return Owner(Path(data["checkout"]), str(data["backend"]), Path(inventory) if inventory else None,
+                         str(data.get("since", "?")))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            raise LabError(f"{self.owner_file} is unreadable ({error}): if no lab is up on this host, remove it") \
+                from error
+
+    def ours(self) -> Owner | None:
+        """The lab that is up, if this checkout brought it up."""
+        owner = self.owner()
+        return owner if owner and owner.checkout == self.checkout else None
+
+    def check(self, command: str, backend: str) -> None:
+        """Refuses a command that would act on, or beside, another lab."""
+        self.check_checkout(command)
+        owner = self.owner()
+        if owner and owner.checkout == self.checkout and command == "up" and owner.backend != backend:
+            raise NotOurs(f"a lab is up on this host ({owner.describe()}): one lab per host, so "
+                          f"`up --backend {backend}` waits until `./start.sh down --backend {owner.backend}`")
+
+    def check_checkout(self, command: str) -> None:
+        """Refuses a command from another checkout than the one whose lab is up (standard library
+        only: the bootstrap asks before it installs anything)."""
+        owner = self.owner()
+        if owner is None or owner.checkout == self.checkout:
+            return
+        if not owner.checkout.exists():
+            if command in ("up", "down"):
+                return          # a checkout that was deleted cannot take its lab down: this one may
+            raise NotOurs(f"the lab on this host ({owner.describe()}) belongs to a checkout that no longer exists: "
+                          "`./start.sh down` here removes it")
+        raise NotOurs(f"the lab on this host belongs to another checkout ({owner.describe()}); one lab per host: "
+                      f"use that checkout (cd {owner.checkout} && ./start.sh {command}), or take it down there "
+                      "first (./start.sh down)")
+
+    def claim(self, backend: str, inventory: Path | None) -> None:
+        """Records this checkout's lab as the one that is up."""
+        self.owner_file.parent.mkdir(parents=True, exist_ok=True)
+        record = {"checkout": str(self.checkout), "backend": backend,
+                  "inventory": str(inventory.resolve()) if inventory else None,
+                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        scratch = self.owner_file.with_name(self.owner_file.name + ".tmp")
+        scratch.write_text(json.dumps(record, indent=2) + "\n")
+        scratch.replace(self.owner_file)
+
+    def release(self, backend: str) -> None:
+        """After down: the host has no lab of that backend any more."""
+        owner = self.owner()
+        if owner is not None and owner.backend == backend:
+            self.owner_file.unlink(missing_ok=True)
+        remove_if_empty(self.owner_file.parent)
+
+    @contextmanager
+    def busy(self, command_line: str) -> Iterator[None]:
+        """Holds the host's lab for one command that changes it; refuses while another one does."""
+        self.busy_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.busy_file.open("a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip() or "another command"
+                raise NotOurs(f"another ./start.sh is changing this host's lab ({holder}): wait for it to "
+                              "finish (one lab, one command at a time)") from None
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"`{command_line}` in {self.checkout}, pid {os.getpid()}\n")
+            lock.flush()
+            try:
+                yield
+            finally:
+                lock.seek(0)
+                lock.truncate()
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _adopt_legacy(self) -> None:
+        if not self.legacy_file.is_file():
+            return
+        try:
+            legacy = json.loads(self.legacy_file.read_text())
+        except (OSError, ValueError):
+            legacy = None
+        if isinstance(legacy, dict) and legacy.get("backend") and not self.owner_file.exists():
+            inventory = legacy.get("inventory")
+            self.claim(str(legacy["backend"]), Path(inventory) if inventory else None)
+        self.legacy_file.unlink(missing_ok=True)

@@ -1,0 +1,60 @@
+"""Evidence is copied as root from folders the service account owns: a link it puts there must never
+make root read (and put into a shareable run folder) another file."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+from lab.machines.local.backend import LocalBackend  # noqa: E402
+from lab.machines.protocol import copy_no_follow  # noqa: E402
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture()
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "secret").write_text("root's only\n")
+    home = tmp_path / "home"
+    (home / "app" / "logs").mkdir(parents=True)
+    (home / "app" / "logs" / "app.log").write_text("Started Application\n")
+    os.utime(home / "app" / "logs" / "app.log", (1_700_000_000, 1_700_000_000))
+    return home
+
+
+def test_a_plain_file_is_copied_for_its_owner_only(home, tmp_path):
+    target = tmp_path / "out" / "app" / "logs" / "app.log"
+    assert copy_no_follow(home, Path("app/logs/app.log"), target)
+    assert target.read_text() == "Started Application\n"
+    assert (target.stat().st_mode & 0o777, target.stat().st_mtime) == (0o600, 1_700_000_000)
+
+
+def test_a_link_in_place_of_the_file_is_not_followed(home, tmp_path):
+    (home / "app" / "logs" / "gc.log").symlink_to(tmp_path / "secret")
+    assert not copy_no_follow(home, Path("app/logs/gc.log"), tmp_path / "out" / "gc.log")
+    assert not (tmp_path / "out" / "gc.log").exists()
+
+
+def test_a_link_in_place_of_a_folder_is_not_followed(home, tmp_path):
+    (home / "pcp").symlink_to(tmp_path)
+    assert not copy_no_follow(home, Path("pcp/secret"), tmp_path / "out" / "secret")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fifo_is_not_read(home, tmp_path):
+    os.mkfifo(home / "app" / "logs" / "pipe.log")       # opening it for reading would block for ever
+    assert not copy_no_follow(home, Path("app/logs/pipe.log"), tmp_path / "out" / "pipe.log")
+
+
+def test_the_local_backend_pulls_the_files_and_names_the_links_it_left(home, tmp_path, monkeypatch):
+    (home / "app" / "logs" / "error.log").symlink_to(tmp_path / "secret")
+    backend = LocalBackend(root=tmp_path / "machines")
+    monkeypatch.setattr(backend, "home", lambda name: home)
+    pulled = backend.pull("default", ["app/logs/*.log"], tmp_path / "out")
+    assert pulled.files == [tmp_path / "out" / "app" / "logs" / "app.log"]
+    assert pulled.problem == "not copied, a link or not a plain file: app/logs/error.log"

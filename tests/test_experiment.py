@@ -1,0 +1,123 @@
+"""However a run ends once its folder exists (Ctrl-C or SIGTERM at any step, an error), the folder says
+how in run.json, holds a report, and PCP's logger is never left recording. The steps themselves are
+stood in for here (they are run for real by the end-to-end tests); what is tested is the run's
+bookkeeping around them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab import evidence, experiment, load, report, status
+from lab.errors import StepFailed
+from lab.machines import MACHINES, manifest
+from lab.runfolder import RunFolder
+
+pytestmark = pytest.mark.fast
+
+
+class FakeBackend:
+    name = "local"
+    service_manager = "supervisord"
+    emulation_note = "a note"
+    inventory = Path("/nonexistent")
+
+    def home(self, name: str) -> Path:
+        return Path("/nonexistent") / name
+
+
+@pytest.fixture()
+def steps(tmp_path: Path, monkeypatch) -> dict:
+    """The run's steps, recorded; `fail` names a step and what it raises there."""
+    calls: dict = {"recording": set(), "stopped": [], "fail": {}}
+
+    def maybe_fail(step: str) -> None:
+        if step in calls["fail"]:
+            raise calls["fail"][step]
+
+    wiring = manifest.Manifest(machine="default", address="10.213.1.2", home="/h", user="u", group="g",
+                               service_manager="supervisord", service_path="/svc/camel/mock",
+                               ports={"httpd": 80}, processes=(), pcp_archive="pcp/archives/current", evidence={})
+    monkeypatch.setattr(status, "observe", lambda backend, name: {"url": "u", "http_status": 200})
+    monkeypatch.setattr(manifest, "read", lambda name: wiring)
+    monkeypatch.setattr(load, "prepare", lambda: None)
+    monkeypatch.setattr(experiment, "_knobs", lambda backend: {})
+    monkeypatch.setattr(RunFolder, "create", classmethod(lambda cls: cls((tmp_path / "run").resolve())))
+    (tmp_path / "run").mkdir()
+
+    def start_recording(backend, name):
+        maybe_fail(f"start {name}")
+        calls["recording"].add(name)
+        return {}
+
+    def stop_recording(backend, name):
+        calls["stopped"].append(name)
+        calls["recording"].discard(name)
+
+    def run_load(targets, profile, out, **kwargs):
+        maybe_fail("load")
+        return load.LoadResult(results={}, dashboards={}, interrupted=False, started_at=1.0, ended_at=2.0,
+                               schedule="parallel", profile=profile)
+
+    def collect(backend, name, folder, started, ended, before):
+        maybe_fail(f"collect {name}")
+        return {"process_exits": [], "oom_kills": 0, "missing": []}
+
+    def render(root):
+        (Path(root) / "report").mkdir(exist_ok=True)
+        (Path(root) / "report" / "index.html").write_text("report")
+        return Path(root) / "report" / "index.html"
+
+    monkeypatch.setattr(evidence, "start_recording", start_recording)
+    monkeypatch.setattr(evidence, "stop_recording", stop_recording)
+    monkeypatch.setattr(evidence, "collect", collect)
+    monkeypatch.setattr(load, "run", run_load)
+    monkeypatch.setattr(report, "render", render)
+    calls["run"] = tmp_path / "run"
+    return calls
+
+
+def _run_json(steps: dict) -> dict:
+    return json.loads((steps["run"] / "run.json").read_text())
+
+
+def test_a_complete_run_says_so(steps):
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 0
+    assert _run_json(steps)["ended"] == {"how": "completed"} and not _run_json(steps)["interrupted"]
+    assert steps["recording"] == set() and sorted(steps["stopped"]) == sorted(MACHINES)
+
+
+@pytest.mark.parametrize("step, during", [("start tuned", "starting PCP's logger"),
+                                          ("collect default", "collecting the evidence")])
+def test_an_interrupt_outside_the_load_leaves_a_run_that_says_where_it_stopped(steps, step, during):
+    steps["fail"][step] = KeyboardInterrupt()
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 130
+    ended = _run_json(steps)
+    assert ended["ended"] == {"how": "interrupted", "during": during} and ended["interrupted"]
+    assert steps["recording"] == set(), "PCP's logger left recording"
+    assert (steps["run"] / "report" / "index.html").is_file()
+
+
+def test_an_error_mid_run_is_a_message_and_the_run_says_so(steps):
+    steps["fail"]["collect tuned"] = StepFailed("tuned: the machine went away")
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 1
+    assert _run_json(steps)["ended"] == {"how": "failed", "during": "collecting the evidence",
+                                         "error": "tuned: the machine went away"}
+
+
+def test_a_bug_keeps_its_traceback_after_run_json_says_where(steps):
+    steps["fail"]["load"] = ZeroDivisionError("a bug")
+    with pytest.raises(ZeroDivisionError):
+        experiment.run(FakeBackend(), load.QUICK, "parallel")
+    assert _run_json(steps)["ended"] == {"how": "failed", "during": "the load", "error": "ZeroDivisionError: a bug"}
+    assert steps["recording"] == set()
+
+
+def test_the_summary_says_where_an_interrupted_run_stopped():
+    from lab.analysis.prose import what_happened
+    sentences = what_happened({"run": {"interrupted": True, "ended": {"how": "interrupted",
+                                                                      "during": "collecting the evidence"}},
+                               "machines": {}})
+    assert sentences[0] == ("The run was interrupted while collecting the evidence: what follows comes from what "
+                            "it had collected by then.")

@@ -1,0 +1,128 @@
+"""One lab per host: the checkout that brought the lab up owns it, others refuse before anything starts,
+and commands that change the machines run one at a time."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+from lab import cli  # noqa: E402
+from lab.errors import LabError  # noqa: E402
+from lab.hostlab import HostLab, NotOurs  # noqa: E402
+
+pytestmark = pytest.mark.fast
+
+
+def _host(tmp_path: Path, checkout: Path) -> HostLab:
+    checkout.mkdir(parents=True, exist_ok=True)
+    return HostLab(owner_file=tmp_path / "state" / "owner.json", busy_file=tmp_path / "busy.lock",
+                   checkout=checkout, legacy_file=checkout / ".cache" / "backend.json")
+
+
+def test_up_claims_the_host_and_down_releases_it(tmp_path):
+    mine = _host(tmp_path, tmp_path / "mine")
+    assert mine.owner() is None
+    mine.check("up", "local")
+    mine.claim("local", None)
+    owner = mine.ours()
+    assert owner is not None and (owner.checkout, owner.backend) == (tmp_path / "mine", "local")
+    for command in ("status", "run", "down", "up"):
+        mine.check(command, "local")                # this checkout's own lab: all allowed
+    mine.release("local")
+    assert mine.owner() is None
+    assert not (tmp_path / "state").exists()        # nothing of the lab left on the host
+
+
+def test_another_checkout_is_refused_and_told_where_the_lab_is(tmp_path):
+    _host(tmp_path, tmp_path / "mine").claim("local", None)
+    other = _host(tmp_path, tmp_path / "other")
+    for command in ("status", "run", "down", "up"):
+        with pytest.raises(NotOurs, match=rf"another checkout \(local backend, up since .*{tmp_path / 'mine'}"):
+            other.check(command, "local")
+    assert other.ours() is None
+
+
+def test_a_second_backend_is_refused_while_a_lab_is_up(tmp_path):
+    mine = _host(tmp_path, tmp_path / "mine")
+    mine.claim("local", None)
+    with pytest.raises(NotOurs, match=r"`up --backend vagrant` waits until `./start.sh down --backend local`"):
+        mine.check("up", "vagrant")
+    mine.release("vagrant")                         # down of another backend leaves the local lab up
+    assert mine.ours() is not None
+
+
+def test_a_lab_whose_checkout_was_deleted_can_be_taken_down_from_here(tmp_path):
+    gone = _host(tmp_path, tmp_path / "gone")
+    gone.claim("local", None)
+    gone.checkout.rmdir()
+    here = _host(tmp_path, tmp_path / "here")
+    here.check("down", "local")
+    here.check("up", "local")
+    with pytest.raises(NotOurs, match="no longer exists: `./start.sh down` here removes it"):
+        here.check("run", "local")
+
+
+def test_a_backend_remembered_by_an_earlier_version_is_adopted(tmp_path):
+    mine = _host(tmp_path, tmp_path / "mine")
+    mine.legacy_file.parent.mkdir(parents=True)
+    mine.legacy_file.write_text(json.dumps({"backend": "ssh", "inventory": "/srv/hosts.yml"}))
+    owner = mine.ours()
+    assert owner is not None and (owner.backend, owner.inventory) == ("ssh", Path("/srv/hosts.yml"))
+    assert not mine.legacy_file.exists()
+
+
+def test_an_unreadable_owner_record_is_named(tmp_path):
+    mine = _host(tmp_path, tmp_path / "mine")
+    mine.owner_file.parent.mkdir(parents=True)
+    mine.owner_file.write_text("{not json")
+    with pytest.raises(LabError, match=rf"{mine.owner_file} is unreadable"):
+        mine.owner()
+
+
+def test_a_second_command_waits_for_the_first(tmp_path):
+    mine = _host(tmp_path, tmp_path / "mine")
+    holder = ("import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+              "f.write('`./start.sh run` in /elsewhere, pid 1\\n'); f.flush(); print('held', flush=True); "
+              "time.sleep(30)")
+    with subprocess.Popen([sys.executable, "-c", holder, str(mine.busy_file)], stdout=subprocess.PIPE,
+                          text=True) as process:
+        try:
+            assert process.stdout.readline().strip() == "held"
+            with pytest.raises(NotOurs, match=r"another ./start.sh is changing this host's lab "
+                                              r"\(`./start.sh run` in /elsewhere, pid 1\)"), mine.busy("./start.sh down"):
+                pass
+        finally:
+            process.kill()
+    with mine.busy("./start.sh down"):          # free again once its holder has gone, however it ended
+        assert "./start.sh down" in mine.busy_file.read_text()
+
+
+def test_start_sh_refuses_another_checkouts_lab_before_anything_starts(tmp_path, capsys):
+    other = _host(tmp_path, tmp_path / "other")
+    other.claim("local", None)
+    mine = _host(tmp_path, tmp_path / "mine")
+    for argv in (["status"], ["down"], ["run", "--quick"], ["up"], []):
+        assert cli.main(argv, host=mine) == 1
+        err = capsys.readouterr().err
+        assert "start.sh: the lab on this host belongs to another checkout" in err, err
+        assert "==>" not in err                    # no step began
+    assert other.owner().checkout == tmp_path / "other"
+
+
+def test_a_relative_inventory_is_the_users_not_the_repositorys(tmp_path, monkeypatch):
+    (tmp_path / "hosts.yml").write_text("all: {}\n")
+    monkeypatch.setenv("LAB_CALLER_DIR", str(tmp_path))
+    assert cli._inventory("hosts.yml") == tmp_path / "hosts.yml"
+    # A path that exists in the repository but not where the user stands is not theirs.
+    typed = "ansible/inventories/local/hosts.yml"
+    assert (REPO / typed).is_file()
+    result = subprocess.run([str(REPO / "start.sh"), "status", "--backend", "ssh", "--inventory", typed],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert f"{typed}: no such inventory file ({tmp_path / typed})" in result.stderr, result.stderr
