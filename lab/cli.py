@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
         if args.command == "status":
             return show_status(backend, args.json)
         with host.busy(" ".join(["./start.sh", *argv])):
+            host.check(args.command or "up", args.backend)      # again: another command may have ended meanwhile
             return _change(args, backend, host, profile)
     except LabError as error:
         print(f"start.sh: {error}", file=sys.stderr)

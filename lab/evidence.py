@@ -2,6 +2,7 @@
 service's and HTTPD's logs, crash files, and the processes that died during the run."""
 from __future__ import annotations
 
+import glob
 import re
 import shutil
 import time
@@ -71,17 +72,19 @@ def _memory_during_run(before: dict, after: dict) -> dict:
     return {"oom_kills": kills, "peak_cgroup_usage_bytes": after.get("peak_memory_bytes"), "peak_memory_bytes": None}
 
 
-def _keep_crash_files_private_and_off_the_machine(backend: Backend, name: str, run: RunFolder, globs: list[str]) -> None:
+def _keep_crash_files_private_and_off_the_machine(backend: Backend, name: str, run: RunFolder,
+                                                  arrived: list[str]) -> None:
     """Heap dumps hold the service's memory, the AJP secret included: in the run folder only their owner
-    reads them. Once they are there, they leave the machine, so the next run does not report them again."""
+    reads them. Once there, they leave the machine (those that arrived, nothing else), so the next run
+    does not report them again."""
     crash = run.evidence(name, "crash")
     if not crash.is_dir():
         return
     crash.chmod(0o700)
     for path in crash.iterdir():
         path.chmod(0o600)
-    for glob in globs:
-        backend.remove(name, glob)
+    for relative in arrived:
+        backend.remove(name, glob.escape(relative))
 
 
 def collect(backend: Backend, name: str, run: RunFolder, started_at: float, ended_at: float,
@@ -92,15 +95,18 @@ def collect(backend: Backend, name: str, run: RunFolder, started_at: float, ende
     target = run.machine_dir(name)
     staging = target / ".pulled"
     pulled = backend.pull(name, [glob for globs in wiring.evidence.values() for glob in globs], staging)
-    for kind, globs in wiring.evidence.items():
-        for glob in globs:
-            for source in sorted(staging.glob(glob)):
+    crash_files = []
+    for kind, patterns in wiring.evidence.items():
+        for pattern in patterns:
+            for source in sorted(staging.glob(pattern)):
                 # The archive is named after the machine, so both machines' archives can sit side by side.
                 file_name = source.name.replace(archive, name, 1) if kind == "pcp" else source.name
                 run.evidence(name, kind).mkdir(parents=True, exist_ok=True)
                 shutil.move(source, run.evidence(name, kind) / file_name)
+                if kind == "crash":
+                    crash_files.append(str(source.relative_to(staging)))
     shutil.rmtree(staging, ignore_errors=True)
-    _keep_crash_files_private_and_off_the_machine(backend, name, run, wiring.evidence.get("crash", []))
+    _keep_crash_files_private_and_off_the_machine(backend, name, run, crash_files)
     missing = [what for kind, what in (("pcp", "PCP archive"), ("gc", "GC log")) if not run.evidence(name, kind).is_dir()]
     if pulled.problem:
         missing.append(f"files from the machine ({pulled.problem})")

@@ -11,9 +11,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import evidence, load, report, status
+from lab import evidence, interrupts, load, report, status
 from lab.errors import LabError, StepFailed
-from lab.interrupts import sigterm_as_interrupt
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, REPO, VENV
@@ -76,7 +75,7 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str) -> int:
     """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
     SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
     evidence collected so far, and a report of it; PCP's logger is never left recording."""
-    with sigterm_as_interrupt():
+    with interrupts.sigterm_as_interrupt():
         with step("Checking both machines answer"):
             observed = {name: status.observe(backend, name) for name in MACHINES}
             down = [f"{name} ({m['url']} -> {m.get('http_status')})" for name, m in observed.items()
@@ -104,9 +103,13 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str) -> int:
             measured.ended = {"how": "failed", "during": measured.phase, "error": f"{type(error).__name__}: {error}"}
             raise
         finally:
-            for name in list(measured.recording):        # never left recording into a run that is over
-                _stop_recording(backend, name, measured)
-            folder.write_json(folder.run_json, _run_json(backend, profile, schedule, folder, measured))
+            with interrupts.deferred():                 # a second Ctrl-C waits until run.json is written
+                for name in list(measured.recording):    # never left recording into a run that is over
+                    try:
+                        _stop_recording(backend, name, measured)
+                    except Exception as error:  # noqa: BLE001  (said in run.json; the run's own end matters more)
+                        measured.problems.append(f"{name}: PCP's logger could not be stopped ({error})")
+                folder.write_json(folder.run_json, _run_json(backend, profile, schedule, folder, measured))
         return _finish(folder, measured)
 
 
@@ -118,6 +121,7 @@ class _Measured:
     memory_before: dict[str, dict] = field(default_factory=dict)
     result: load.LoadResult | None = None
     ended: dict = field(default_factory=lambda: {"how": "completed"})
+    problems: list[str] = field(default_factory=list)
 
 
 def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
@@ -146,6 +150,9 @@ def _measure(backend: Backend, profile: load.LoadProfile, schedule: str, wiring:
                 _stop_recording(backend, name, measured)
     if measured.result.interrupted:
         measured.ended = {"how": "interrupted", "during": "the load"}
+        killed = [problem for problem in measured.result.problems if problem.startswith("JMeter was killed")]
+        if killed:
+            measured.ended["error"] = killed[0]
     measured.phase = "collecting the evidence"
     with step("Collecting PCP archives, GC logs and logs"):
         for name in MACHINES:
@@ -168,7 +175,7 @@ def _run_json(backend: Backend, profile: load.LoadProfile, schedule: str, folder
         "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,
         "interrupted": measured.ended["how"] != "completed", "ended": measured.ended,
-        "problems": result.problems if result else [], "host": _environment(),
+        "problems": (result.problems if result else []) + measured.problems, "host": _environment(),
         "machine_homes": {name: str(backend.home(name)) for name in MACHINES},
         "versions": {"lab": lab_version()},
     }

@@ -17,7 +17,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
@@ -25,6 +25,19 @@ from lab.paths import LOCAL_ROOT, REPO
 
 OWNER = LOCAL_ROOT / "owner.json"
 BUSY = Path("/run/camel-tuning-lab.lock")
+
+
+def _owner_file() -> Path:
+    """Root's labs are the host's; a user without root (Vagrant, SSH hosts) keeps theirs in their own state."""
+    return OWNER if os.geteuid() == 0 else _user_state() / "owner.json"
+
+
+def _busy_file() -> Path:
+    return BUSY if os.geteuid() == 0 else _user_state() / "busy.lock"
+
+
+def _user_state() -> Path:
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "camel-tuning-lab"
 # Where an earlier version remembered the backend, per checkout: adopted once, then removed.
 LEGACY = REPO / ".cache" / "backend.json"
 
@@ -52,14 +65,17 @@ def remove_if_empty(folder: Path) -> None:
 
 @dataclass(frozen=True)
 class HostLab:
-    owner_file: Path = OWNER
-    busy_file: Path = BUSY
+    owner_file: Path = field(default_factory=_owner_file)
+    busy_file: Path = field(default_factory=_busy_file)
     checkout: Path = REPO
     legacy_file: Path = LEGACY
 
     def owner(self) -> Owner | None:
         """The lab that is up on this host, or None."""
-        self._adopt_legacy()
+        try:
+            self._adopt_legacy()
+        except OSError:         # an earlier version's record that cannot be moved: it stays where it was
+            pass
         try:
             data = json.loads(self.owner_file.read_text())
             inventory = data.get("inventory")
@@ -80,7 +96,7 @@ class HostLab:
         """Refuses a command that would act on, or beside, another lab."""
         self.check_checkout(command)
         owner = self.owner()
-        if owner and owner.checkout == self.checkout and command == "up" and owner.backend != backend:
+        if owner and command == "up" and owner.backend != backend:
             raise NotOurs(f"a lab is up on this host ({owner.describe()}): one lab per host, so "
                           f"`up --backend {backend}` waits until `./start.sh down --backend {owner.backend}`")
 

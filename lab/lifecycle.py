@@ -38,9 +38,9 @@ def up(backend: Backend, inventory: Path | None, host: HostLab) -> dict[str, dic
     print(f"Machines: {backend.emulation_note}", file=sys.stderr)
     with step("Building the service"):
         provision.build_service()
+    host.claim(backend.name, inventory)        # before anything exists: a half-made lab is this checkout's too
     with step(f"Creating the machines ({backend.name} backend)"):
         backend.up()
-    host.claim(backend.name, inventory)
     with step("Provisioning both machines with Ansible"):
         result = provision.run_playbook(backend.inventory, LOGS)
         if result.returncode != 0:

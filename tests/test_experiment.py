@@ -121,3 +121,12 @@ def test_the_summary_says_where_an_interrupted_run_stopped():
                                "machines": {}})
     assert sentences[0] == ("The run was interrupted while collecting the evidence: what follows comes from what "
                             "it had collected by then.")
+
+
+def test_a_logger_that_will_not_stop_is_said_and_run_json_still_written(steps, monkeypatch):
+    def stop_recording(backend, name):
+        raise StepFailed(f"{name}: ssh timed out")
+    monkeypatch.setattr(evidence, "stop_recording", stop_recording)
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 1
+    assert _run_json(steps)["ended"] == {"how": "failed", "during": "the load", "error": "default: ssh timed out"}
+    assert _run_json(steps)["problems"] == ["tuned: PCP's logger could not be stopped (tuned: ssh timed out)"]

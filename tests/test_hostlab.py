@@ -12,7 +12,10 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))
-from lab import cli  # noqa: E402
+from lab import (
+    cli,  # noqa: E402
+    hostlab,  # noqa: E402
+)
 from lab.errors import LabError  # noqa: E402
 from lab.hostlab import HostLab, NotOurs  # noqa: E402
 
@@ -66,6 +69,24 @@ def test_a_lab_whose_checkout_was_deleted_can_be_taken_down_from_here(tmp_path):
     here.check("up", "local")
     with pytest.raises(NotOurs, match="no longer exists: `./start.sh down` here removes it"):
         here.check("run", "local")
+
+
+def test_up_beside_a_deleted_checkouts_lab_of_another_backend_is_refused(tmp_path):
+    gone = _host(tmp_path, tmp_path / "gone")
+    gone.claim("vagrant", None)
+    gone.checkout.rmdir()
+    here = _host(tmp_path, tmp_path / "here")
+    with pytest.raises(NotOurs, match=r"`up --backend local` waits until `./start.sh down --backend vagrant`"):
+        here.check("up", "local")
+    here.check("down", "vagrant")
+
+
+def test_a_user_without_root_keeps_their_lab_in_their_own_state(tmp_path, monkeypatch):
+    monkeypatch.setattr(hostlab.os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    host = HostLab()
+    assert (host.owner_file, host.busy_file) == (tmp_path / "state" / "camel-tuning-lab" / "owner.json",
+                                                 tmp_path / "state" / "camel-tuning-lab" / "busy.lock")
 
 
 def test_a_backend_remembered_by_an_earlier_version_is_adopted(tmp_path):

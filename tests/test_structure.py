@@ -63,13 +63,15 @@ def test_a_corrupt_results_row_is_left_out_and_said(stored_run: Path) -> None:
     results = stored_run / "jmeter" / "default" / "results.csv"
     before = summarize(stored_run, write=False, use_gcviewer=False)["machines"]["default"]["load"]
     good = results.read_text().splitlines()[1].split(",")
-    broken = [",".join(["99999999999999999", *good[1:]]), ",".join([good[0], "999999999999", *good[2:]])]
+    a_year_early = str(int(good[0]) - 365 * 86_400_000)       # plausible on its own: outside this run
+    broken = [",".join(["99999999999999999", *good[1:]]), ",".join([good[0], "999999999999", *good[2:]]),
+              ",".join([a_year_early, *good[1:]]), ",".join(["１２３", *good[1:]])]
     results.write_text(results.read_text() + "\n".join(broken) + "\n")
     summary = summarize(stored_run, write=False, use_gcviewer=False)
     after = summary["machines"]["default"]["load"]
     assert (after["skipped_rows"], after["samples"], after["throughput_rps"]) == \
-        (before["skipped_rows"] + 2, before["samples"], before["throughput_rps"])
-    assert "default: 2 rows of results.csv could not be read (broken, or a time no run could have) and were left " \
+        (before["skipped_rows"] + 4, before["samples"], before["throughput_rps"])
+    assert "default: 4 rows of results.csv could not be read (broken, or a time no run could have) and were left " \
            "out of every figure." in summary["what_happened"]
 
 

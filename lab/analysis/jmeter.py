@@ -25,8 +25,10 @@ ERROR_RATE_THRESHOLD = 0.01
 THRESHOLD_BUCKET_S = 10                 # = LATENCY_BUCKET_S: the threshold is read on the latency buckets
 THRESHOLD_MIN_SAMPLES = 10              # a bucket with fewer requests says too little to count
 LATENCY_BUCKET_S = THRESHOLD_BUCKET_S
-# A row JMeter could have written: started after 2000 and not in the future, no sample longer than a
-# day. A corrupt digit otherwise makes the per-second series span centuries (and exhaust memory).
+# A row JMeter could have written: started during the run (run.json's times, RUN_MARGIN_MS either
+# side), else after 2000 and not in the future; no sample longer than a day. A corrupt digit otherwise
+# makes the per-second series span years (and exhaust memory).
+RUN_MARGIN_MS = 300_000
 EARLIEST_START_MS = 946_684_800_000
 LONGEST_SAMPLE_MS = 86_400_000
 
@@ -51,8 +53,9 @@ class Samples:
         return self.start[i] + self.elapsed[i]
 
 
-def read_results(path: Path) -> Samples:
-    """JMeter's default CSV (header line; timeStamp in ms). Broken or partial rows are skipped."""
+def read_results(path: Path, window_ms: tuple[float, float] | None = None) -> Samples:
+    """JMeter's default CSV (header line; timeStamp in ms). Broken or partial rows are skipped, and so
+    are rows that started outside window_ms (the run's own time, when run.json gives it)."""
     samples = Samples()
     with path.open(newline="", errors="replace") as stream:
         reader = csv.reader(stream)
@@ -67,11 +70,11 @@ def read_results(path: Path) -> Samples:
         rc, rm, fm = col.get("responseCode"), col.get("responseMessage"), col.get("failureMessage")
         gt = col.get("grpThreads")
         width = max(ts, el, su) + 1
-        latest_start_ms = (time.time() + 86_400) * 1000
+        earliest, latest = window_ms or (EARLIEST_START_MS, (time.time() + 86_400) * 1000)
         for row in reader:
-            if len(row) < width or not row[ts].isdigit() or not row[el].lstrip("-").isdigit() \
+            if len(row) < width or not row[ts].isdecimal() or not row[el].removeprefix("-").isdecimal() \
                     or row[su] not in ("true", "false") \
-                    or not EARLIEST_START_MS <= int(row[ts]) <= latest_start_ms or int(row[el]) > LONGEST_SAMPLE_MS:
+                    or not earliest <= int(row[ts]) <= latest or int(row[el]) > LONGEST_SAMPLE_MS:
                 samples.skipped += 1
                 continue
             samples.start.append(int(row[ts]))

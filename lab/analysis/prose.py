@@ -31,7 +31,7 @@ def what_happened(summary: dict) -> list[str]:
     run = summary["run"]
     machines = summary["machines"]
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
-    if ended.get("how") in ("interrupted", "failed") and ended.get("during") != "the load":
+    if ended.get("how") == "failed" or (ended.get("how") == "interrupted" and ended.get("during") != "the load"):
         sentences.append(f"The run was {'interrupted' if ended['how'] == 'interrupted' else 'stopped by an error'} "
                          f"while {ended.get('during') or 'running'}"
                          + (f" ({ended['error']})" if ended.get("error") else "")
@@ -40,7 +40,8 @@ def what_happened(summary: dict) -> list[str]:
         planned = number((run.get("profile") or {}).get("duration_s"))
         lasted = run.get("duration_s")
         sentences.append("The run was interrupted" + (f" after {clock(lasted)}" if lasted is not None else "")
-                         + (f" (planned: {clock(planned)} of load per machine)." if planned else "."))
+                         + (f" (planned: {clock(planned)} of load per machine)" if planned else "")
+                         + (f": {ended['error']}." if ended.get("error") else "."))
     for machine, entry in machines.items():
         if not entry.get("load") and machine in MACHINES:
             sentences.append(f"{machine}: no JMeter results: the machine was not loaded, or JMeter recorded nothing.")

@@ -18,6 +18,7 @@ from pathlib import Path
 from lab.analysis import gclog
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
+    RUN_MARGIN_MS,
     THRESHOLD_BUCKET_S,
     THRESHOLD_MIN_SAMPLES,
     Samples,
@@ -68,18 +69,20 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     machines = _machines(folder, status, knobs)
 
     samples: dict[str, Samples] = {}
+    started = _number(run.get("started_at"))
+    ended = _number(run.get("ended_at"))
+    window_ms = (started * 1000 - RUN_MARGIN_MS, ended * 1000 + RUN_MARGIN_MS) \
+        if started is not None and ended is not None else None
     for machine in machines:
         path = folder.results(machine)
         if path.is_file():
             try:
-                found = read_results(path)
+                found = read_results(path, window_ms)
             except (OSError, ValueError) as error:
                 problems.append(f"{machine}: results.csv unreadable ({error})")
                 continue
             if len(found):
                 samples[machine] = found
-    started = _number(run.get("started_at"))
-    ended = _number(run.get("ended_at"))
     t0 = started if started is not None else (
         min(min(s.start) for s in samples.values()) / 1000.0 if samples else time.time())
 

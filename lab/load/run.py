@@ -288,12 +288,27 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile,
         raise LoadError(f"JMeter failed (exit {popen.returncode}) before any sample; see {phase_log} and "
                         f"{out.out}")
     report(time.monotonic())
-    if popen.returncode is not None and popen.returncode < 0 and not stopped:
+    killed_by = _killed_by(popen.returncode)
+    if killed_by and not stopped:
         lasted = time.monotonic() - machines[0].started
-        problems.append(f"JMeter was killed by {signal.Signals(-popen.returncode).name} after {lasted:.0f} s of the "
-                        f"planned {profile.duration_s} s (SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
+        problems.append(f"JMeter was killed by {killed_by} after {lasted:.0f} s of the planned {profile.duration_s} s "
+                        "(SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
         return False
     return True
+
+
+def _killed_by(returncode: int | None) -> str | None:
+    """The signal that ended JMeter: killed outright (negative), or a JVM that exited on one (128 + n)."""
+    if returncode is None:
+        return None
+    number = -returncode if returncode < 0 else returncode - 128 \
+        if returncode - 128 in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM) else None
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _finish_phase(machines: list[_MachineProgress], popen: subprocess.Popen | None, own_log: bool,
@@ -301,7 +316,7 @@ def _finish_phase(machines: list[_MachineProgress], popen: subprocess.Popen | No
     now = time.monotonic()
     for machine in machines:
         machine.finish(now)
-    if popen is not None and popen.returncode is not None and popen.returncode > 0:   # signals: see _run_phase
+    if popen is not None and popen.returncode and not _killed_by(popen.returncode):   # signals: see _run_phase
         problems.append(f"JMeter exited with {popen.returncode}; see {phase_log}")
     if own_log and phase_log.is_file():
         with log.open("a") as whole:

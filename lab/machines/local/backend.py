@@ -67,7 +67,8 @@ class LocalBackend:
 
     def remove(self, name: str, glob: str) -> None:
         for path in self.home(name).glob(glob):
-            path.unlink()
+            if path.is_symlink() or path.is_file():     # a folder with a file's name stays
+                path.unlink()
 
     def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
         """Copies the files matching globs (under lab_home) to destination, keeping their paths; a
