@@ -9,7 +9,7 @@ test: deps lint test-mock test-app test-integration test-vagrant
 
 # The edit-test loop: lint and the tests that need no lab, no jar and no VM (well under two minutes).
 check:
-	tools/install-deps
+	tools/install-deps --with-tests
 	$(MAKE) --no-print-directory lint test-fast
 
 lint:
@@ -19,7 +19,7 @@ test-fast:
 	$(PYTHON) -m pytest -m fast -q
 
 deps:
-	tools/install-deps --with-vagrant
+	tools/install-deps --with-tests --with-vagrant
 
 # The Tomcat Native library the service's Tomcat requires, built from that Tomcat's own source.
 $(TCNATIVE): app/pom.xml app/native/build-tcnative
@@ -39,7 +39,7 @@ test-integration: deps $(TCNATIVE)
 
 # Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~40 min).
 test-vagrant: deps
-	tools/install-deps --with-vm-test
+	tools/install-deps --with-tests --with-vm-test
 	tests/vagrant/run
 
 bench-mock: deps

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import evidence, interrupts, load, report, status
+from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
@@ -189,9 +190,14 @@ def _finish(folder: RunFolder, measured: _Measured) -> int:
              + "; what it measured is kept")
     with step("Summarising and writing the report"):
         page = _make_report(folder)
+    summary = folder.read_json(folder.summary_json, [], "summary")
+    if summary:
+        print("\n" + "\n".join(headline(summary)), file=sys.stderr)
     print(f"\nRun folder: {folder.root}", file=sys.stderr)
     for name, dashboard in (measured.result.dashboards if measured.result else {}).items():
         print(f"  JMeter dashboard ({name}): {dashboard}", file=sys.stderr)
     if page:
         print(f"Report: {page}", file=sys.stderr)
+    print("\nBoth machines are still up and hold their memory: ./start.sh run measures again, "
+          "./start.sh down removes them.", file=sys.stderr)
     return {"completed": 0, "interrupted": 130}.get(measured.ended["how"], 1)

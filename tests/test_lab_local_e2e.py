@@ -21,6 +21,7 @@ from conftest import REPO, eventually, http_get, wait_for
 
 sys.path.insert(0, str(REPO))
 from lab import evidence, provision  # noqa: E402
+from lab.analysis.headline import headline  # noqa: E402
 from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import local  # noqa: E402
 from lab.machines.local.backend import LocalBackend  # noqa: E402
@@ -259,6 +260,10 @@ def test_a_quick_run_loads_both_machines_and_shows_progress(quick_run):
         assert re.search(rf"^{machine}\s+\d\d:\d\d\s+[\d.]+ req/s\s+errors \d+", result.stderr, re.M), machine
     assert re.search(r"^\[#+\.*\]\s+\d+%", result.stderr, re.M)
     assert f"Report: {run_dir}/report/index.html" in result.stderr
+    # It ends with what it found, from its summary, and with what is still running.
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert "\n".join(headline(summary)) in result.stderr
+    assert result.stderr.rstrip().endswith("./start.sh down removes them.")
 
 
 def test_a_quick_run_measures_both_machines_from_raw_data(quick_run):

@@ -150,3 +150,20 @@ def test_the_twice_check_would_see_a_copy() -> None:
     source = "def a(x):\n    y = [i * 2 for i in range(x) if i % 3]\n    return sum(y) / max(1, len(y)) + x ** 2 - 17\n"
     first, second = (ast.parse(text).body[0] for text in (source, source.replace("def a", "def b")))
     assert _body(first) == _body(second) and len(_body(first)) > 300
+
+
+def test_a_run_ends_with_a_headline_from_its_summary() -> None:
+    from lab.analysis.headline import headline
+    summary = json.loads(STORED_SUMMARY.read_text())
+    lines = headline(summary)
+    default, tuned = (summary["machines"][m]["load"] for m in ("default", "tuned"))
+    assert lines[0] == "Result (parallel, 2 users per machine, 0:15 of load; steady state):"
+    assert lines[1].split() == ["default", f"{default['throughput_rps']:.1f}", "req/s", "0", "errors", "(0.00%)", "p95",
+                                f"{default['latency_ms']['p95']}", "ms"]
+    assert lines[2].split()[:2] == ["tuned", f"{tuned['throughput_rps']:.1f}"]
+    assert lines[3] == f"  tuned/default throughput: {tuned['throughput_rps'] / default['throughput_rps']:.2f}x"
+    assert "One trial on the local backend" in lines[4]
+    interrupted = {**summary, "run": {**summary["run"], "ended": {"how": "interrupted", "during": "the load",
+                                                                  "error": "JMeter was killed by SIGKILL"}}}
+    assert "  The run was interrupted during the load: JMeter was killed by SIGKILL; the figures cover what it " \
+           "measured." in headline(interrupted)

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO
 
 PROPERTIES = Path(".mvn") / "wrapper" / "maven-wrapper.properties"
@@ -37,3 +39,19 @@ def test_the_maven_wrapper_checks_the_distribution_it_downloads(tmp_path):
     bad = _mvnw_version(_wrapper_copy(tmp_path / "bad", "0" * 64), tmp_path / "bad-home")
     assert bad.returncode != 0
     assert "Failed to validate Maven distribution SHA-256" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+
+
+def _install_list(*options: str) -> dict[str, list[str]]:
+    result = subprocess.run([str(REPO / "tools" / "install-deps"), *options, "--list"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return {key: value.split() for key, value in (line.split(": ", 1) for line in result.stdout.splitlines())}
+
+
+@pytest.mark.fast
+def test_the_users_install_is_not_the_test_suites():
+    user, tests = _install_list(), _install_list("--with-tests")
+    assert not {"chromium", "wrk"} & set(user["packages"]) and {"chromium", "wrk"} <= set(tests["packages"])
+    assert user["requirements"] == ["requirements.txt"]
+    assert tests["requirements"] == ["requirements.txt", "requirements-dev.txt", "mock-service/requirements.txt"]
+    assert {"openjdk-17-jdk-headless", "supervisor", "pcp"} <= set(user["packages"])    # what running the lab needs
