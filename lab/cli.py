@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from lab import experiment, lifecycle, load, runfolder, status
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
-from lab.machines import MACHINES, choose
+from lab.machines import MACHINES, choose, manifest
 from lab.machines.protocol import Backend
 
 
@@ -91,11 +92,16 @@ def _parser() -> argparse.ArgumentParser:
     status_parser = commands.add_parser("status", parents=[common], help="what each machine really runs")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands.add_parser("down", parents=[common], help="stop and remove everything the lab created")
+    commands.add_parser("jmeter", help="the lab's own JMeter: ./start.sh jmeter [JMETER ARGUMENTS] (its GUI "
+                                       "without any; -n -t PLAN.jmx for a plan of yours); the machines are the "
+                                       "properties default.host, default.port, default.path, default.url, tuned.…")
     return parser
 
 
 def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["jmeter"]:                      # everything after it is JMeter's
+        return run_jmeter(argv[1:])
     args = _parser().parse_args(argv)
     host = host or HostLab()
     try:
@@ -134,6 +140,30 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: 
         return experiment.run(backend, profile, args.schedule)
     lifecycle.down(backend, host)
     return 0
+
+
+def jmeter_properties() -> dict[str, str]:
+    """Each provisioned machine as JMeter properties: <machine>.host, .port, .path, .url."""
+    properties = {}
+    for name in MACHINES:
+        wiring = manifest.read_or_none(name)
+        if wiring is not None:
+            properties.update({f"{name}.host": wiring.address, f"{name}.port": str(wiring.ports["httpd"]),
+                               f"{name}.path": wiring.service_path, f"{name}.url": wiring.service_url})
+    return properties
+
+
+def run_jmeter(args: list[str]) -> int:
+    """./start.sh jmeter [ARGS]: the lab's JMeter, in the folder the user ran ./start.sh from."""
+    try:
+        command = load.jmeter_command(args, jmeter_properties())
+    except LabError as error:
+        print(f"start.sh: {error}", file=sys.stderr)
+        return 1
+    try:
+        return subprocess.call(command, cwd=os.environ.get("LAB_CALLER_DIR") or os.getcwd())
+    except KeyboardInterrupt:
+        return 130
 
 
 def show_status(backend: Backend, as_json: bool) -> int:

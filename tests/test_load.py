@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -293,3 +294,23 @@ def test_refused_connections_are_errors(processes, tmp_path: Path) -> None:
     assert "errors" in load.format_progress(seen[-1])
     assert result.dashboards["default"].is_file()     # the dashboard shows the errors too
     assert not jmeter_processes(tmp_path)
+
+
+def test_the_labs_own_jmeter_is_at_hand(tmp_path: Path) -> None:
+    # ./start.sh jmeter [ARGS]: JMeter as the lab assembled it, run from the user's folder.
+    result = subprocess.run([str(REPO / "start.sh"), "jmeter", "--version"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"\|_____\|_\| \\_\\ 5\.6\.\d", result.stdout), result.stdout
+
+
+@pytest.mark.fast
+def test_the_machines_are_jmeter_properties(monkeypatch) -> None:
+    from lab import cli
+    from lab.machines import manifest
+    wiring = manifest.Manifest(machine="tuned", address="10.213.2.2", home="/h", user="u", group="g",
+                               service_manager="supervisord", service_path="/svc/camel/mock", ports={"httpd": 80},
+                               processes=(), pcp_archive="a", evidence={})
+    monkeypatch.setattr(manifest, "read_or_none", lambda name: wiring if name == "tuned" else None)
+    assert cli.jmeter_properties() == {"tuned.host": "10.213.2.2", "tuned.port": "80", "tuned.path": "/svc/camel/mock",
+                                       "tuned.url": "http://10.213.2.2/svc/camel/mock"}

@@ -5,6 +5,7 @@ JMeter's own report generator makes each machine's dashboard.
 
     python3 -m lab.load --target default=http://10.213.1.2 --target tuned=http://10.213.2.2 --quick
 """
+from lab.load.jmeter import command_line as jmeter_command
 from lab.load.jmeter import java_executable, jmeter_home, prepare
 from lab.load.profile import FULL, QUICK, SCHEDULES, LoadError, LoadProfile, LoadResult, run_folder_bytes
 from lab.load.progress import _CsvTail, format_progress, print_progress, progress_bar
@@ -14,5 +15,5 @@ from lab.machines import MACHINES
 
 __all__ = ["CSV_COLUMNS", "FULL", "MACHINES", "QUICK", "SCHEDULES", "LoadError", "LoadProfile", "LoadResult",
            "TargetError", "check_targets",
-           "_CsvTail", "_parse_targets", "format_progress", "java_executable", "run_folder_bytes", "jmeter_home", "prepare", "print_progress",
+           "_CsvTail", "_parse_targets", "format_progress", "java_executable", "jmeter_command", "run_folder_bytes", "jmeter_home", "prepare", "print_progress",
            "progress_bar", "run"]

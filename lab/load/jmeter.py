@@ -28,6 +28,10 @@ MVNW = REPO / "mvnw"
 CONFIGURE_GOAL = "jmeter:configure@configuration"
 
 
+# Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start.
+JVM_ARGS = ["-Xms256m", "-Xmx1g", "-XX:MaxMetaspaceSize=256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=100"]
+
+
 def java_executable() -> str:
     """The Java JMeter runs on: JAVA_HOME's, else the one on PATH; LoadError if none or too old."""
     java_home = os.environ.get("JAVA_HOME")
@@ -124,3 +128,14 @@ def prepare() -> None:
                             f"Log: {PREPARE_LOG}\n{tail}")
         STAMP.write_text(_pom_hash() + "\n")
 
+
+
+def command_line(args: list[str], properties: dict[str, str]) -> list[str]:
+    """The lab's own JMeter as its bin/jmeter script would start it, with properties (-J) and the
+    user's arguments: the GUI without arguments, `-n -t PLAN.jmx` for a plan of one's own."""
+    prepare()
+    home = jmeter_home()
+    if home is None:
+        raise LoadError("JMeter is not assembled: prepare() failed")
+    return [java_executable(), *JVM_ARGS, "-jar", str(_runtime_jar(home)),
+            *(f"-J{key}={value}" for key, value in properties.items()), *args]

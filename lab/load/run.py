@@ -14,15 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab.interrupts import sigterm_as_interrupt
-from lab.load.jmeter import PLAN, _runtime_jar, java_executable, jmeter_home, prepare
+from lab.load.jmeter import JVM_ARGS, PLAN, _runtime_jar, java_executable, jmeter_home, prepare
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
 from lab.load.targets import _parse_targets, _Target
 from lab.machines import MACHINES
 from lab.runfolder import JMeterFolder
 
-# Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start.
-JVM_ARGS = ["-Xms256m", "-Xmx1g", "-XX:MaxMetaspaceSize=256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=100"]
 # Engine settings the lab relies on (also in the assembled bin/user.properties, see jmeter/pom.xml).
 ENGINE_PROPERTIES = {
     "jmeter.save.saveservice.autoflush": "true",          # every sample reaches the CSV at once
