@@ -81,6 +81,7 @@ def test_the_stored_run_renders_with_every_section(stored_run: Path) -> None:
     for section in ("header", "what-happened", "comparison", "knobs", "observed", "charts", "links"):
         assert f'id="{section}"' in html, section
     assert html.count("data:image/png;base64,") >= 10
+    assert html.count("share this host") == 1, "the local backend's caveat, said once"
     assert "<script" not in html and "http://" not in html.split("<body>", 1)[1].split("id=\"observed\"")[0]
 
 
