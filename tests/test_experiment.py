@@ -130,3 +130,15 @@ def test_a_logger_that_will_not_stop_is_said_and_run_json_still_written(steps, m
     assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 1
     assert _run_json(steps)["ended"] == {"how": "failed", "during": "the load", "error": "default: ssh timed out"}
     assert _run_json(steps)["problems"] == ["tuned: PCP's logger could not be stopped (tuned: ssh timed out)"]
+
+
+def test_a_machine_near_its_memory_limit_gets_a_sentence_not_just_a_ratio():
+    from lab.analysis.prose import what_happened
+    def machine(peak_mib: int) -> dict:
+        return {"memory": {"peak_bytes": peak_mib * 2**20, "source": "PCP"},
+                "observed": {"jvm_memory_limit_bytes": 512 * 2**20}}
+    sentences = what_happened({"run": {}, "machines": {"default": machine(390), "tuned": machine(500)}})
+    near = [s for s in sentences if "OOM killer" in s]
+    assert near == ["tuned peaked at 500 MiB of memory, 98% of its 512 MiB limit (PCP). That is within 10% of the "
+                    "limit: a little more load, or a burst, and the kernel's OOM killer ends the largest process, "
+                    "the JVM."]

@@ -8,6 +8,9 @@ from lab.analysis.numbers import clock, number
 from lab.analysis.numbers import ratio as _ratio
 from lab.machines import MACHINES
 
+# A machine whose memory peaked above this share of its limit is one burst from the OOM killer.
+NEAR_LIMIT = 0.9
+
 
 def _pct(value: float | None, digits: int = 1) -> str:
     return "?" if value is None else f"{value * 100:.{digits}f}%"
@@ -103,7 +106,10 @@ def what_happened(summary: dict) -> list[str]:
             limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
             sentences.append(f"{machine} peaked at {_mib(peak)} of memory"
                              + (f", {peak / limit:.0%} of its {_mib(limit)} limit" if limit else "")
-                             + f" ({entry['memory']['source']}).")
+                             + f" ({entry['memory']['source']})."
+                             + (f" That is within {1 - NEAR_LIMIT:.0%} of the limit: a little more load, or a burst, "
+                                "and the kernel's OOM killer ends the largest process, the JVM."
+                                if limit and peak / limit >= NEAR_LIMIT else ""))
     # Process exits, OOM kills, crash files
     for machine, entry in machines.items():
         events = entry.get("events") or {}
