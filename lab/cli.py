@@ -86,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
         description="camel-tuning-lab: a default and a tuned machine, side by side. "
                     "Without a command: up, then run.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("up", parents=[common], help="install, build, create and provision both machines")
+    up_parser = commands.add_parser("up", parents=[common], help="install, build, create and provision both machines")
+    up_parser.add_argument("--only", choices=MACHINES, metavar="MACHINE",
+                           help="provision this machine only (after changing its knobs; the other is left as it is)")
     commands.add_parser("run", parents=[common, _load_options(defaults=False)],
                         help="load both machines side by side, collect the evidence, write the report")
     status_parser = commands.add_parser("status", parents=[common], help="what each machine really runs")
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
 def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: load.LoadProfile | None) -> int:
     """up, run, down, or the whole experiment: the commands that change the machines."""
     if args.command in (None, "up"):
-        lifecycle.up(backend, args.inventory, host)
+        lifecycle.up(backend, args.inventory, host, only=getattr(args, "only", None))
         if args.command == "up":
             print("Next: ./start.sh run   (load both, write the report)    ./start.sh status   (what each machine "
                   "runs)    ./start.sh down   (remove everything)", file=sys.stderr)

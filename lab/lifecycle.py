@@ -32,8 +32,9 @@ def check_knobs() -> None:
         raise StepFailed("unknown knobs, nothing was changed:\n    " + knobs.describe(unknown).replace("\n", "\n    "))
 
 
-def up(backend: Backend, inventory: Path | None, host: HostLab) -> dict[str, dict]:
-    """Both machines created and provisioned, each answering through HTTPD; returns their status."""
+def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None = None) -> dict[str, dict]:
+    """Both machines created and provisioned (or only one of them), each answering through HTTPD;
+    returns their status."""
     check_knobs()
     print(f"Machines: {backend.emulation_note}", file=sys.stderr)
     with step("Building the service"):
@@ -41,12 +42,13 @@ def up(backend: Backend, inventory: Path | None, host: HostLab) -> dict[str, dic
     host.claim(backend.name, inventory)        # before anything exists: a half-made lab is this checkout's too
     with step(f"Creating the machines ({backend.name} backend)"):
         backend.up()
-    with step("Provisioning both machines with Ansible"):
-        result = provision.run_playbook(backend.inventory, LOGS)
+    with step(f"Provisioning {'the ' + only + ' machine' if only else 'both machines'} with Ansible"):
+        result = provision.run_playbook(backend.inventory, LOGS, limit=only)
         if result.returncode != 0:
             raise StepFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}")
         # What this run changed: everything at first, only an edited knob later, nothing when all is in place.
-        info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in MACHINES)
+        info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in MACHINES
+                                     if only in (None, name))
              + f"; full log: {result.log}")
     with step("Checking each machine answers through HTTPD"):
         machines = {name: status.observe(backend, name) for name in MACHINES}
