@@ -76,3 +76,15 @@ def test_a_run_the_disk_cannot_hold_is_refused_before_anything_starts(tmp_path: 
     assert "has 50 MiB free; this run needs about 604 MiB" in err and "--duration" in err, err
     assert "==>" not in err
     runfolder.check_free_space(40 * 2**20)          # what fits is not refused
+
+
+def test_up_can_provision_one_machine_only(tmp_path: Path, monkeypatch) -> None:
+    from lab import cli
+    from lab.hostlab import HostLab
+    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
+                   legacy_file=tmp_path / "legacy.json")
+    calls = []
+    monkeypatch.setattr(lifecycle, "up", lambda backend, inventory, host, only=None: calls.append(only))
+    assert cli.main(["up", "--backend", "local", "--only", "tuned"], host=host) == 0
+    assert cli.main(["up", "--backend", "local"], host=host) == 0
+    assert calls == ["tuned", None]
