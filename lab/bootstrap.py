@@ -29,11 +29,12 @@ def _command(argv: list[str]) -> str | None:
 def enter_venv(argv: list[str]) -> None:
     """Installs what is missing, then replaces this process with the same command in the venv."""
     python = VENV / "bin" / "python"
-    try:        # another checkout's lab: refused before anything is installed
-        HostLab().check_checkout(_command(argv) or "up")
-    except LabError as error:
-        print(f"start.sh: {error}", file=sys.stderr)
-        sys.exit(1)
+    if _command(argv) in INSTALLING:
+        try:    # another checkout's lab: refused before anything is installed (the others: by lab.cli)
+            HostLab().check_checkout(_command(argv) or "up")
+        except LabError as error:
+            print(f"start.sh: {error}", file=sys.stderr)
+            sys.exit(1)
     if _command(argv) in INSTALLING or not python.is_file():
         with step("Installing what the lab needs"):
             result = subprocess.run([str(REPO / "tools" / "install-deps")])

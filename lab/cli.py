@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -105,6 +104,9 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     if argv[:1] == ["jmeter"]:                      # everything after it is JMeter's
         return run_jmeter(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command == "jmeter":                    # options before it: JMeter's arguments would be argparse's
+        print("start.sh: put jmeter first: ./start.sh jmeter [JMETER ARGUMENTS]", file=sys.stderr)
+        return 2
     host = host or HostLab()
     try:
         # A bad option fails here, before anything starts.
@@ -140,8 +142,10 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: 
     if args.command in (None, "run"):
         assert profile is not None
         return experiment.run(backend, profile, args.schedule)
-    lifecycle.down(backend, host)
-    return 0
+    if args.command == "down":
+        lifecycle.down(backend, host)
+        return 0
+    raise StepFailed(f"{args.command}: not a command that changes the machines")
 
 
 def jmeter_properties() -> dict[str, str]:
@@ -162,10 +166,10 @@ def run_jmeter(args: list[str]) -> int:
     except LabError as error:
         print(f"start.sh: {error}", file=sys.stderr)
         return 1
-    try:
-        return subprocess.call(command, cwd=os.environ.get("LAB_CALLER_DIR") or os.getcwd())
-    except KeyboardInterrupt:
-        return 130
+    # JMeter replaces this process: Ctrl-C and SIGTERM reach it directly, for its own clean stop.
+    os.chdir(os.environ.get("LAB_CALLER_DIR") or os.getcwd())
+    os.execv(command[0], command)
+    return 0    # not reached
 
 
 def show_status(backend: Backend, as_json: bool) -> int:

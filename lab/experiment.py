@@ -192,7 +192,10 @@ def _finish(folder: RunFolder, measured: _Measured) -> int:
         page = _make_report(folder)
     summary = folder.read_json(folder.summary_json, [], "summary")
     if summary:
-        print("\n" + "\n".join(headline(summary)), file=sys.stderr)
+        try:
+            print("\n" + "\n".join(headline(summary)), file=sys.stderr)
+        except Exception as error:  # noqa: BLE001  (the paths below matter more than the headline)
+            info(f"no headline: {type(error).__name__}: {error}")
     print(f"\nRun folder: {folder.root}", file=sys.stderr)
     for name, dashboard in (measured.result.dashboards if measured.result else {}).items():
         print(f"  JMeter dashboard ({name}): {dashboard}", file=sys.stderr)

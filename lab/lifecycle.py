@@ -51,12 +51,12 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
                                      if only in (None, name))
              + f"; full log: {result.log}")
     with step("Checking each machine answers through HTTPD"):
-        machines = {name: status.observe(backend, name) for name in MACHINES}
+        machines = {name: status.observe(backend, name) for name in MACHINES if only in (None, name)}
         broken = [f"{name}: {m['url']} -> {m.get('http_status')}" for name, m in machines.items()
                   if m.get("http_status") != 200]
         if broken:
             raise StepFailed("not answering: " + "; ".join(broken))
-    print("\nBoth machines are up:", file=sys.stderr)
+    print(f"\n{'Both machines are' if only is None else f'The {only} machine is'} up:", file=sys.stderr)
     for name, machine in machines.items():
         print(f"  {name:<8} {machine['url']}", file=sys.stderr)
     return machines

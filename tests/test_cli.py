@@ -88,3 +88,36 @@ def test_up_can_provision_one_machine_only(tmp_path: Path, monkeypatch) -> None:
     assert cli.main(["up", "--backend", "local", "--only", "tuned"], host=host) == 0
     assert cli.main(["up", "--backend", "local"], host=host) == 0
     assert calls == ["tuned", None]
+
+
+def test_jmeter_after_an_option_is_refused_not_taken_for_another_command(tmp_path: Path, monkeypatch, capsys) -> None:
+    from lab import cli
+    from lab.hostlab import HostLab
+    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
+                   legacy_file=tmp_path / "legacy.json")
+    monkeypatch.setattr(lifecycle, "down", lambda *args: pytest.fail("down must not run"))
+    assert cli.main(["--backend", "local", "jmeter"], host=host) == 2
+    assert "put jmeter first: ./start.sh jmeter [JMETER ARGUMENTS]" in capsys.readouterr().err
+
+
+def test_up_only_provisions_and_checks_that_machine(tmp_path: Path, monkeypatch, capsys) -> None:
+    from lab import provision, status
+    from lab.hostlab import HostLab
+    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
+                   legacy_file=tmp_path / "legacy.json")
+    limits, observed = [], []
+
+    class Backend:
+        name, inventory, emulation_note = "local", tmp_path / "hosts.yml", "a note"
+
+        def up(self) -> None:
+            pass
+    monkeypatch.setattr(lifecycle, "check_knobs", lambda: None)
+    monkeypatch.setattr(provision, "build_service", lambda: None)
+    monkeypatch.setattr(provision, "run_playbook", lambda inventory, logs, limit=None: limits.append(limit) or
+                        provision.PlaybookResult(0, {"tuned": 0}, {}, tmp_path / "ansible.log"))
+    monkeypatch.setattr(status, "observe", lambda backend, name: observed.append(name) or
+                        {"url": f"http://{name}", "http_status": 200})
+    lifecycle.up(Backend(), None, host, only="tuned")
+    assert (limits, observed) == (["tuned"], ["tuned"])
+    assert f"changed: tuned 0; full log: {tmp_path / 'ansible.log'}" in capsys.readouterr().err

@@ -29,7 +29,8 @@ def headline(summary: dict) -> list[str]:
         lines.append(f"  tuned/default throughput: {_times(ratio)}")
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
-        lines.append(f"  The run was {ended['how']} during {ended.get('during', '?')}"
+        how = "stopped by an error" if ended["how"] == "failed" else ended["how"]
+        lines.append(f"  The run was {how} during {ended.get('during', '?')}"
                      + (f": {ended['error']}" if ended.get("error") else "") + "; the figures cover what it measured.")
     if run.get("backend") == "local":
         lines.append("  One trial on the local backend, both machines on this host's cores: see the report's notes "

@@ -109,7 +109,9 @@ def what_happened(summary: dict) -> list[str]:
                              + f" ({entry['memory']['source']})."
                              + (f" That is within {1 - NEAR_LIMIT:.0%} of the limit: a little more load, or a burst, "
                                 "and the kernel's OOM killer ends the largest process, the JVM."
-                                if limit and peak / limit >= NEAR_LIMIT else ""))
+                                if limit and NEAR_LIMIT <= peak / limit < 1 else "")
+                             + (" That is at the limit: the kernel's OOM killer was one allocation away, or struck."
+                                if limit and peak / limit >= 1 else ""))
     # Process exits, OOM kills, crash files
     for machine, entry in machines.items():
         events = entry.get("events") or {}
