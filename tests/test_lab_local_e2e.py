@@ -120,7 +120,8 @@ def _listeners(machine: str) -> set[str]:
     """The machine's listening TCP sockets, as local address:port."""
     result = LocalBackend().run_in(machine, ["ss", "-Hltn"])
     assert result.returncode == 0, result.stderr
-    return {line.split()[3] for line in result.stdout.splitlines() if line.strip()}
+    # A JVM's IPv4 socket shows as IPv4-mapped IPv6: [::ffff:127.0.0.1]:8080 is 127.0.0.1:8080.
+    return {re.sub(r"^\[::ffff:([\d.]+)\]", r"\1", line.split()[3]) for line in result.stdout.splitlines() if line.strip()}
 
 
 @pytest.mark.parametrize("machine", ["default", "tuned"])
