@@ -168,3 +168,14 @@ def test_a_run_ends_with_a_headline_from_its_summary() -> None:
                                                                   "error": "JMeter was killed by SIGKILL"}}}
     assert "  The run was interrupted during the load: JMeter was killed by SIGKILL; the figures cover what it " \
            "measured." in headline(interrupted)
+
+
+def test_with_errors_the_headline_compares_what_was_answered_well() -> None:
+    # A machine answering 503 fast while its JVM restarts looks busier than one that serves: not here.
+    from lab.analysis.headline import headline
+    summary = json.loads(STORED_SUMMARY.read_text())
+    default = summary["machines"]["default"]["load"]
+    default.update(throughput_rps=600.0, error_rate=0.75, errors=27000)
+    summary["machines"]["tuned"]["load"].update(throughput_rps=300.0, error_rate=0.0, errors=0)
+    assert "  tuned/default requests answered without error, per second: 2.00x (300.0 req/s vs 150.0 req/s)" \
+        in headline(summary)

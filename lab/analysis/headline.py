@@ -24,9 +24,18 @@ def headline(summary: dict) -> list[str]:
         lines.append(f"  {machine:<8} {_fmt_rate(load.get('throughput_rps')):>13}   "
                      f"{load.get('errors', 0):,} errors ({_pct(load.get('error_rate'), 2)})   "
                      f"p95 {_ms((load.get('latency_ms') or {}).get('p95'))}")
-    ratio = _ratio((loads.get("tuned") or {}).get("throughput_rps"), (loads.get("default") or {}).get("throughput_rps"))
-    if ratio is not None:
-        lines.append(f"  tuned/default throughput: {_times(ratio)}")
+    # With errors, the requests answered well are what counts: a machine failing fast looks busy.
+    served_well = {machine: _served_well(load) for machine, load in loads.items()}
+    if any(load.get("error_rate") for load in loads.values()):
+        ratio = _ratio(served_well.get("tuned"), served_well.get("default"))
+        if ratio is not None:
+            lines.append(f"  tuned/default requests answered without error, per second: {_times(ratio)} "
+                         f"({_fmt_rate(served_well['tuned'])} vs {_fmt_rate(served_well['default'])})")
+    else:
+        ratio = _ratio((loads.get("tuned") or {}).get("throughput_rps"),
+                       (loads.get("default") or {}).get("throughput_rps"))
+        if ratio is not None:
+            lines.append(f"  tuned/default throughput: {_times(ratio)}")
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
         how = "stopped by an error" if ended["how"] == "failed" else ended["how"]
@@ -36,3 +45,8 @@ def headline(summary: dict) -> list[str]:
         lines.append("  One trial on the local backend, both machines on this host's cores: see the report's notes "
                      "before reading the ratio as the tuning's.")
     return lines
+
+
+def _served_well(load: dict) -> float | None:
+    rate, errors = number(load.get("throughput_rps")), number(load.get("error_rate"))
+    return None if rate is None else rate * (1 - (errors or 0))
