@@ -45,9 +45,8 @@ def _environment() -> dict:
 def _java_version() -> str | None:
     """The first line of `java -version` of the Java JMeter runs on (JAVA_HOME first, as there)."""
     try:
-        java = load.java_executable()
-        lines = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr.splitlines()
-    except (load.LoadError, OSError, subprocess.TimeoutExpired):
+        lines = load.java_version(load.java_executable()).splitlines()
+    except load.LoadError:
         return None
     return lines[0] if lines else None
 

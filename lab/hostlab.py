@@ -22,9 +22,12 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.paths import LOCAL_ROOT, REPO
+from lab.runfolder import RunFolder
 
 OWNER = LOCAL_ROOT / "owner.json"
 BUSY = Path("/run/camel-tuning-lab.lock")
+# Where an earlier version remembered the backend, per checkout: adopted once, then removed.
+LEGACY = REPO / ".cache" / "backend.json"
 
 
 def _owner_file() -> Path:
@@ -38,8 +41,6 @@ def _busy_file() -> Path:
 
 def _user_state() -> Path:
     return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "camel-tuning-lab"
-# Where an earlier version remembered the backend, per checkout: adopted once, then removed.
-LEGACY = REPO / ".cache" / "backend.json"
 
 
 class NotOurs(LabError):
@@ -94,8 +95,8 @@ class HostLab:
 
     def check(self, command: str, backend: str) -> None:
         """Refuses a command that would act on, or beside, another lab."""
-        self.check_checkout(command)
         owner = self.owner()
+        self._refuse_another_checkout(owner, command)
         if owner and command == "up" and owner.backend != backend:
             raise NotOurs(f"a lab is up on this host ({owner.describe()}): one lab per host, so "
                           f"`up --backend {backend}` waits until `./start.sh down --backend {owner.backend}`")
@@ -103,7 +104,9 @@ class HostLab:
     def check_checkout(self, command: str) -> None:
         """Refuses a command from another checkout than the one whose lab is up (standard library
         only: the bootstrap asks before it installs anything)."""
-        owner = self.owner()
+        self._refuse_another_checkout(self.owner(), command)
+
+    def _refuse_another_checkout(self, owner: Owner | None, command: str) -> None:
         if owner is None or owner.checkout == self.checkout:
             return
         if not owner.checkout.exists():
@@ -117,13 +120,9 @@ class HostLab:
 
     def claim(self, backend: str, inventory: Path | None) -> None:
         """Records this checkout's lab as the one that is up."""
-        self.owner_file.parent.mkdir(parents=True, exist_ok=True)
-        record = {"checkout": str(self.checkout), "backend": backend,
-                  "inventory": str(inventory.resolve()) if inventory else None,
-                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-        scratch = self.owner_file.with_name(self.owner_file.name + ".tmp")
-        scratch.write_text(json.dumps(record, indent=2) + "\n")
-        scratch.replace(self.owner_file)
+        RunFolder.write_json(self.owner_file, {"checkout": str(self.checkout), "backend": backend,
+                                               "inventory": str(inventory.resolve()) if inventory else None,
+                                               "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
 
     def release(self, backend: str) -> None:
         """After down: the host has no lab of that backend any more."""

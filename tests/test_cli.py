@@ -10,8 +10,15 @@ import pytest
 from conftest import REPO
 from lab import lifecycle
 from lab.errors import StepFailed
+from lab.hostlab import HostLab
 
 pytestmark = pytest.mark.fast
+
+
+def _host(tmp_path: Path) -> HostLab:
+    """The host's lab record and lock in tmp_path: the tests touch no real lab."""
+    return HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
+                   legacy_file=tmp_path / "legacy.json")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -66,9 +73,7 @@ def test_the_java_found_through_java_home_alone_is_recorded(tmp_path: Path, monk
 
 def test_a_run_the_disk_cannot_hold_is_refused_before_anything_starts(tmp_path: Path, monkeypatch, capsys) -> None:
     from lab import cli, runfolder
-    from lab.hostlab import HostLab
-    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
-                   legacy_file=tmp_path / "legacy.json")
+    host = _host(tmp_path)
     monkeypatch.setattr(runfolder.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 50 * 2**20,
                                                                                               50 * 2**20))
     assert cli.main(["run", "--backend", "local"], host=host) == 1
@@ -80,9 +85,7 @@ def test_a_run_the_disk_cannot_hold_is_refused_before_anything_starts(tmp_path: 
 
 def test_up_can_provision_one_machine_only(tmp_path: Path, monkeypatch) -> None:
     from lab import cli
-    from lab.hostlab import HostLab
-    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
-                   legacy_file=tmp_path / "legacy.json")
+    host = _host(tmp_path)
     calls = []
     monkeypatch.setattr(lifecycle, "up", lambda backend, inventory, host, only=None: calls.append(only))
     assert cli.main(["up", "--backend", "local", "--only", "tuned"], host=host) == 0
@@ -92,9 +95,7 @@ def test_up_can_provision_one_machine_only(tmp_path: Path, monkeypatch) -> None:
 
 def test_jmeter_after_an_option_is_refused_not_taken_for_another_command(tmp_path: Path, monkeypatch, capsys) -> None:
     from lab import cli
-    from lab.hostlab import HostLab
-    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
-                   legacy_file=tmp_path / "legacy.json")
+    host = _host(tmp_path)
     monkeypatch.setattr(lifecycle, "down", lambda *args: pytest.fail("down must not run"))
     assert cli.main(["--backend", "local", "jmeter"], host=host) == 2
     assert "put jmeter first: ./start.sh jmeter [JMETER ARGUMENTS]" in capsys.readouterr().err
@@ -102,9 +103,7 @@ def test_jmeter_after_an_option_is_refused_not_taken_for_another_command(tmp_pat
 
 def test_up_only_provisions_and_checks_that_machine(tmp_path: Path, monkeypatch, capsys) -> None:
     from lab import provision, status
-    from lab.hostlab import HostLab
-    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
-                   legacy_file=tmp_path / "legacy.json")
+    host = _host(tmp_path)
     limits, observed = [], []
 
     class Backend:

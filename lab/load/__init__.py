@@ -6,7 +6,7 @@ JMeter's own report generator makes each machine's dashboard.
     python3 -m lab.load --target default=http://10.213.1.2 --target tuned=http://10.213.2.2 --quick
 """
 from lab.load.jmeter import command_line as jmeter_command
-from lab.load.jmeter import java_executable, jmeter_home, prepare
+from lab.load.jmeter import java_executable, java_version, jmeter_home, prepare
 from lab.load.profile import FULL, QUICK, SCHEDULES, LoadError, LoadProfile, LoadResult, run_folder_bytes
 from lab.load.progress import _CsvTail, format_progress, print_progress, progress_bar
 from lab.load.run import CSV_COLUMNS, run
@@ -14,6 +14,6 @@ from lab.load.targets import TargetError, _parse_targets, check_targets
 from lab.machines import MACHINES
 
 __all__ = ["CSV_COLUMNS", "FULL", "MACHINES", "QUICK", "SCHEDULES", "LoadError", "LoadProfile", "LoadResult",
-           "TargetError", "check_targets",
-           "_CsvTail", "_parse_targets", "format_progress", "java_executable", "jmeter_command", "run_folder_bytes", "jmeter_home", "prepare", "print_progress",
-           "progress_bar", "run"]
+           "TargetError", "_CsvTail", "_parse_targets", "check_targets", "format_progress", "java_executable",
+           "java_version", "jmeter_command", "jmeter_home", "prepare", "print_progress", "progress_bar",
+           "run", "run_folder_bytes"]

@@ -3,6 +3,7 @@ the Java that runs it."""
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -39,10 +40,7 @@ def java_executable() -> str:
     java = str(candidate) if candidate and candidate.is_file() else shutil.which("java")
     if not java:
         raise LoadError("java not found (JMeter needs Java 8 or later; Debian: apt-get install openjdk-17-jre-headless)")
-    try:
-        version = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise LoadError(f"{java} -version failed: {error}") from error
+    version = java_version(java)
     found = re.search(r'version "(\d+)(?:\.(\d+))?', version)
     if not found:
         raise LoadError(f"cannot tell the Java version of {java}: {version.strip()[:200]}")
@@ -50,6 +48,25 @@ def java_executable() -> str:
     if major < 8:
         raise LoadError(f"{java} is Java {major}; JMeter 5.6 needs Java 8 or later")
     return java
+
+
+@functools.cache
+def java_version(java: str) -> str:
+    """What `java -version` says (asked once per Java: a JVM start each time)."""
+    try:
+        return subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise LoadError(f"{java} -version failed: {error}") from error
+
+
+def launch(java: str, jar: Path, *args: str) -> list[str]:
+    """JMeter's JVM as its bin/jmeter script starts it (the lab's JVM options), with JMeter's arguments."""
+    return [java, *JVM_ARGS, "-jar", str(jar), *args]
+
+
+def as_properties(properties: dict[str, str]) -> list[str]:
+    """JMeter properties as its command line takes them (-Jname=value)."""
+    return [f"-J{key}={value}" for key, value in properties.items()]
 
 
 def _pom_hash() -> str:
@@ -137,5 +154,4 @@ def command_line(args: list[str], properties: dict[str, str]) -> list[str]:
     home = jmeter_home()
     if home is None:
         raise LoadError("JMeter is not assembled: prepare() failed")
-    return [java_executable(), *JVM_ARGS, "-jar", str(_runtime_jar(home)),
-            *(f"-J{key}={value}" for key, value in properties.items()), *args]
+    return launch(java_executable(), _runtime_jar(home), *as_properties(properties), *args)

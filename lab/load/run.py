@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab.interrupts import sigterm_as_interrupt
-from lab.load.jmeter import JVM_ARGS, PLAN, _runtime_jar, java_executable, jmeter_home, prepare
+from lab.load.jmeter import PLAN, _runtime_jar, as_properties, java_executable, jmeter_home, launch, prepare
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
 from lab.load.targets import _parse_targets, _Target
@@ -106,8 +106,7 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
                       f"{machine}.host": target.host, f"{machine}.port": str(target.port),
                       f"{machine}.path": target.path,
                       f"{machine}.results": str(folder.results(machine))})
-    return [java, *JVM_ARGS, "-jar", str(jar), "-n", "-t", str(PLAN), "-j", str(log),
-            *(f"-J{key}={value}" for key, value in props.items())]
+    return launch(java, jar, "-n", "-t", str(PLAN), "-j", str(log), *as_properties(props))
 
 
 def _granularity_ms(duration_s: int) -> int:
@@ -149,10 +148,10 @@ def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile
             log = out.dashboard_log(machine)
             scratch = out.dashboard_scratch(machine)
             shutil.rmtree(scratch, ignore_errors=True)
-            command = [java, *JVM_ARGS, "-jar", str(jar), "-g", str(csv_path), "-o", str(folder), "-j", str(log),
-                       f"-Jjmeter.reportgenerator.overall_granularity={_granularity_ms(profile.duration_s)}",
-                       f"-Jjmeter.reportgenerator.report_title=camel-tuning-lab: {machine}",
-                       f"-Jjmeter.reportgenerator.temp_dir={scratch}"]
+            command = launch(java, jar, "-g", str(csv_path), "-o", str(folder), "-j", str(log), *as_properties({
+                "jmeter.reportgenerator.overall_granularity": str(_granularity_ms(profile.duration_s)),
+                "jmeter.reportgenerator.report_title": f"camel-tuning-lab: {machine}",
+                "jmeter.reportgenerator.temp_dir": str(scratch)}))
             with out.dashboard_out(machine).open("w") as stream:
                 popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
