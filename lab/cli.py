@@ -50,8 +50,12 @@ def _load_options(defaults: bool) -> argparse.ArgumentParser:
     options.add_argument("--quick", action="store_true", default=False if defaults else argparse.SUPPRESS,
                          help=f"a smoke run: {load.QUICK.users} users, {load.QUICK.ramp_s} s ramp, "
                               f"{load.QUICK.duration_s} s")
-    options.add_argument("--schedule", choices=load.SCHEDULES, default="parallel" if defaults else argparse.SUPPRESS,
-                         help="load both machines at once (default), or one after the other on small hosts")
+    options.add_argument("--schedule", choices=load.SCHEDULES, default=unset,
+                         help="load both machines at once, or one after the other (default: at once only when "
+                              "each machine and JMeter have CPUs of their own)")
+    options.add_argument("--repeat", type=int, default=unset, metavar="N",
+                         help="N trials, each ratio with its 95%% interval over them (default 1; in the sequential "
+                              "schedule the machines' order alternates)")
     return options
 
 
@@ -71,6 +75,8 @@ def _profile(args: argparse.Namespace) -> load.LoadProfile:
         if value < smallest:
             raise StepFailed(f"{option} {value}: must be {smallest} or more")
         overrides[field] = value
+    if (args.repeat or 1) < 1:
+        raise StepFailed(f"--repeat {args.repeat}: must be 1 or more")
     chosen = replace(profile, **overrides)
     if chosen.ramp_s > chosen.duration_s:
         raise StepFailed(f"--ramp {chosen.ramp_s} is longer than --duration {chosen.duration_s}: the ramp-up is "
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
         host.check(args.command or "up", args.backend)
         if profile is not None:
-            runfolder.check_free_space(load.run_folder_bytes(profile))
+            runfolder.check_free_space(load.run_folder_bytes(profile) * (args.repeat or 1))
         backend = choose.choose(args.backend, args.inventory)
         if args.command == "status":
             return show_status(backend, args.json)
@@ -141,7 +147,7 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: 
             return 0
     if args.command in (None, "run"):
         assert profile is not None
-        return experiment.run(backend, profile, args.schedule)
+        return experiment.run(backend, profile, args.schedule, args.repeat or 1)
     if args.command == "down":
         lifecycle.down(backend, host)
         return 0

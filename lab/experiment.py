@@ -11,7 +11,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import evidence, interrupts, load, report, status
+from lab import evidence, interrupts, load, placement, report, status
 from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
 from lab.machines import MACHINES, manifest
@@ -71,10 +71,18 @@ def _make_report(run: RunFolder) -> Path | None:
         return None
 
 
-def run(backend: Backend, profile: load.LoadProfile, schedule: str) -> int:
+def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None, repeat: int = 1) -> int:
     """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
     SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
-    evidence collected so far, and a report of it; PCP's logger is never left recording."""
+    evidence collected so far, and a report of it; PCP's logger is never left recording. Without a
+    schedule, the placement's: at once only when the machines and JMeter have CPUs of their own.
+    repeat > 1: that many trials, each a run folder of its own in trials/<k>/ (in the sequential
+    schedule the machines' order alternates), compared in the run folder's summary and report."""
+    where = placement.for_backend(backend.name)
+    placed = {**where.as_json(), "schedule_from": "--schedule" if schedule else "the placement"}
+    schedule = schedule or where.schedule
+    info(f"placement: {where.note}" + ("" if placed["schedule_from"] == "--schedule" or where.dedicated
+                                       else " (--schedule parallel loads both at once anyway)"))
     with interrupts.sigterm_as_interrupt():
         with step("Checking both machines answer"):
             observed = {name: status.observe(backend, name) for name in MACHINES}
@@ -88,29 +96,78 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str) -> int:
             load.prepare()
         folder = RunFolder.create()
         info(f"run folder: {os.path.relpath(folder.root)}")
+        setup = _Setup(backend, profile, schedule, wiring, observed, placed)
+        if repeat == 1:
+            return _finish(folder, _trial(setup, folder, MACHINES))
+        trials: list[dict] = []
         measured = _Measured()
-        try:
-            folder.write_json(folder.status_json, {"backend": backend.name, "note": backend.emulation_note,
-                                                   "machines": observed})
-            folder.write_json(folder.knobs_json, _knobs(backend))
-            measured.phase = "starting PCP's logger"
-            _measure(backend, profile, schedule, wiring, folder, measured)
-        except KeyboardInterrupt:
-            measured.ended = {"how": "interrupted", "during": measured.phase}
-        except (LabError, OSError) as error:    # OSError: a full disk, a file gone; a message, not a traceback
-            measured.ended = {"how": "failed", "during": measured.phase, "error": str(error)}
-        except Exception as error:              # a bug: its traceback, after run.json says where it struck
-            measured.ended = {"how": "failed", "during": measured.phase, "error": f"{type(error).__name__}: {error}"}
-            raise
-        finally:
-            with interrupts.deferred():                 # a second Ctrl-C waits until run.json is written
-                for name in list(measured.recording):    # never left recording into a run that is over
-                    try:
-                        _stop_recording(backend, name, measured)
-                    except Exception as error:  # noqa: BLE001  (said in run.json; the run's own end matters more)
-                        measured.problems.append(f"{name}: PCP's logger could not be stopped ({error})")
-                folder.write_json(folder.run_json, _run_json(backend, profile, schedule, folder, measured))
+        for number in range(1, repeat + 1):
+            order = MACHINES if number % 2 or schedule == "parallel" else tuple(reversed(MACHINES))
+            info(f"trial {number} of {repeat}" + (f" ({' then '.join(order)})" if schedule == "sequential" else ""))
+            measured = _trial(setup, folder.trial(number), order)
+            trials.append({"number": number, "order": list(order), "ended": measured.ended,
+                           "folder": folder.relative(folder.trial(number).root)})
+            if measured.ended["how"] != "completed":
+                break
+            with step(f"Summarising trial {number}"):
+                _make_report(folder.trial(number))
+        with interrupts.deferred():
+            first = folder.trial(1)
+            for path in (first.status_json, first.knobs_json):
+                if path.is_file():
+                    shutil.copyfile(path, folder.root / path.name)
+            folder.write_json(folder.run_json, {
+                **_run_json(backend, profile, schedule, folder, measured), "placement": placed, "repeat": repeat,
+                "trials": trials, "started_at": _trial_time(folder, "started_at", min),
+                "ended_at": _trial_time(folder, "ended_at", max)})
         return _finish(folder, measured)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every trial of a run shares."""
+    backend: Backend
+    profile: load.LoadProfile
+    schedule: str
+    wiring: dict
+    observed: dict
+    placed: dict
+
+
+def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measured:
+    """One load of both machines into folder, which holds run.json however it ends."""
+    backend = setup.backend
+    folder.root.mkdir(parents=True, exist_ok=True)
+    measured = _Measured()
+    try:
+        folder.write_json(folder.status_json, {"backend": backend.name, "note": backend.emulation_note,
+                                               "machines": setup.observed})
+        folder.write_json(folder.knobs_json, _knobs(backend))
+        measured.phase = "starting PCP's logger"
+        _measure(backend, setup.profile, setup.schedule, setup.wiring, folder, measured, order)
+    except KeyboardInterrupt:
+        measured.ended = {"how": "interrupted", "during": measured.phase}
+    except (LabError, OSError) as error:    # OSError: a full disk, a file gone; a message, not a traceback
+        measured.ended = {"how": "failed", "during": measured.phase, "error": str(error)}
+    except Exception as error:              # a bug: its traceback, after run.json says where it struck
+        measured.ended = {"how": "failed", "during": measured.phase, "error": f"{type(error).__name__}: {error}"}
+        raise
+    finally:
+        with interrupts.deferred():                 # a second Ctrl-C waits until run.json is written
+            for name in list(measured.recording):    # never left recording into a run that is over
+                try:
+                    _stop_recording(backend, name, measured)
+                except Exception as error:  # noqa: BLE001  (said in run.json; the run's own end matters more)
+                    measured.problems.append(f"{name}: PCP's logger could not be stopped ({error})")
+            folder.write_json(folder.run_json, {**_run_json(backend, setup.profile, setup.schedule, folder, measured),
+                                                "placement": setup.placed, "order": list(order)})
+    return measured
+
+
+def _trial_time(folder: RunFolder, key: str, pick) -> float | None:
+    times = [t for t in (json.loads(trial.run_json.read_text()).get(key) for trial in folder.trials()
+                         if trial.run_json.is_file()) if isinstance(t, (int, float))]
+    return pick(times) if times else None
 
 
 @dataclass
@@ -132,7 +189,7 @@ def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
 
 
 def _measure(backend: Backend, profile: load.LoadProfile, schedule: str, wiring: dict, folder: RunFolder,
-             measured: _Measured) -> None:
+             measured: _Measured, order: tuple[str, ...] = MACHINES) -> None:
     with step("Starting PCP's logger on both machines"):
         for name in MACHINES:
             measured.recording.append(name)
@@ -144,7 +201,7 @@ def _measure(backend: Backend, profile: load.LoadProfile, schedule: str, wiring:
         try:
             measured.result = load.run({name: wiring[name].base_url for name in MACHINES}, profile,
                                        folder.jmeter.root, schedule=schedule, on_progress=load.print_progress,
-                                       path=wiring["default"].service_path)
+                                       path=wiring["default"].service_path, order=order)
         finally:
             for name in list(measured.recording):
                 _stop_recording(backend, name, measured)
@@ -196,7 +253,11 @@ def _finish(folder: RunFolder, measured: _Measured) -> int:
         except Exception as error:  # noqa: BLE001  (the paths below matter more than the headline)
             info(f"no headline: {type(error).__name__}: {error}")
     print(f"\nRun folder: {folder.root}", file=sys.stderr)
-    for name, dashboard in (measured.result.dashboards if measured.result else {}).items():
+    for trial in folder.trials():
+        if trial.report_html.is_file():
+            print(f"  Trial {trial.root.name}: {trial.report_html}", file=sys.stderr)
+    dashboards = measured.result.dashboards if measured.result and not folder.trials() else {}
+    for name, dashboard in dashboards.items():
         print(f"  JMeter dashboard ({name}): {dashboard}", file=sys.stderr)
     if page:
         print(f"Report: {page}", file=sys.stderr)

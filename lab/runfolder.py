@@ -5,8 +5,12 @@ and the analysis and report that read it. Every path of a run folder is named he
       run.json  status.json  knobs.json             written by ./start.sh run
       summary.json  series.json                     written by lab.analysis
       report/index.html                             written by lab.report
-      jmeter/jmeter.log  jmeter/<machine>/results.csv  jmeter/<machine>/dashboard/index.html
+      jmeter/jmeter.log  jmeter/loadgen.csv  jmeter/<machine>/results.csv  jmeter/<machine>/dashboard/index.html
       machines/<machine>/{pcp,gc,logs,crash}/…  machines/<machine>/events.json
+
+    runs/<run-id>/ of a repeated run (--repeat N): run.json, status.json, knobs.json, summary.json
+    (the trials compared, lab/analysis/repeated.py) and report/index.html, and each trial a run folder
+    of the layout above in trials/<k>/.
 """
 from __future__ import annotations
 
@@ -39,6 +43,11 @@ class JMeterFolder:
     def out(self) -> Path:
         """JMeter's standard output and error."""
         return self.root / "jmeter.out"
+
+    @property
+    def loadgen(self) -> Path:
+        """The host's and JMeter's CPU counters during the load (lab/load/cpu.py)."""
+        return self.root / "loadgen.csv"
 
     def machine_dir(self, machine: str) -> Path:
         return self.root / machine
@@ -108,6 +117,21 @@ class RunFolder:
     def jmeter_log(self) -> Path:
         return self.jmeter.log
 
+    @property
+    def trials_dir(self) -> Path:
+        return self.root / "trials"
+
+    def trial(self, number: int) -> RunFolder:
+        """Trial `number` (from 1) of a repeated run: a run folder of its own."""
+        return RunFolder(self.trials_dir / str(number))
+
+    def trials(self) -> list[RunFolder]:
+        """The trials of a repeated run, in order (none for a single run)."""
+        if not self.trials_dir.is_dir():
+            return []
+        numbers = sorted(int(p.name) for p in self.trials_dir.iterdir() if p.is_dir() and p.name.isdecimal())
+        return [self.trial(number) for number in numbers]
+
     # ---------------------------------------------------------------------- files of a machine
     def results(self, machine: str) -> Path:
         return self.jmeter.results(machine)
@@ -144,14 +168,19 @@ class RunFolder:
         return found
 
     @staticmethod
-    def write_json(path: Path, data: object, compact: bool = False) -> None:
-        """Writes data as JSON, atomically: a reader never sees half a file."""
+    def write_text(path: Path, text: str) -> None:
+        """Writes text atomically: a reader (a browser, the report) never sees half a file."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(path.name + ".tmp")
+        scratch.write_text(text)
+        scratch.replace(path)
+
+    @classmethod
+    def write_json(cls, path: Path, data: object, compact: bool = False) -> None:
+        """Writes data as JSON, atomically."""
         text = json.dumps(data, separators=(",", ":"), default=str) if compact \
             else json.dumps(data, indent=2, default=str)
-        scratch = path.with_name(path.name + ".tmp")
-        scratch.write_text(text + "\n")
-        scratch.replace(path)
+        cls.write_text(path, text + "\n")
 
     def read_json(self, path: Path, problems: list[str], what: str) -> dict | None:
         """A JSON object from the run folder, or None with the reason appended to problems."""

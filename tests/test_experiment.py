@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import evidence, experiment, load, report, status
+from lab import evidence, experiment, load, placement, report, status
 from lab.errors import StepFailed
 from lab.machines import MACHINES, manifest
 from lab.runfolder import RunFolder
@@ -56,6 +56,8 @@ def steps(tmp_path: Path, monkeypatch) -> dict:
         calls["recording"].discard(name)
 
     def run_load(targets, profile, out, **kwargs):
+        calls["schedule"] = kwargs.get("schedule")
+        calls.setdefault("orders", []).append(kwargs.get("order"))
         maybe_fail("load")
         return load.LoadResult(results={}, dashboards={}, interrupted=False, started_at=1.0, ended_at=2.0,
                                schedule="parallel", profile=profile)
@@ -86,6 +88,49 @@ def test_a_complete_run_says_so(steps):
     assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 0
     assert _run_json(steps)["ended"] == {"how": "completed"} and not _run_json(steps)["interrupted"]
     assert steps["recording"] == set() and sorted(steps["stopped"]) == sorted(MACHINES)
+
+
+def test_without_a_schedule_the_placement_chooses_it(steps, monkeypatch, capsys):
+    # this host's CPUs, whatever they are: the local backend shares them, so one machine after the other
+    monkeypatch.setattr(placement, "host_cpus", lambda: tuple(range(16)))
+    assert experiment.run(FakeBackend(), load.QUICK) == 0
+    placed = _run_json(steps)["placement"]
+    assert steps["schedule"] == _run_json(steps)["schedule"] == placed["schedule"] == "sequential"
+    assert placed["schedule_from"] == "the placement" and placed["host_cpus"] == "0-15" and not placed["dedicated"]
+    assert "placement: shared: the machines and JMeter share this host's CPUs 0-15" in capsys.readouterr().err
+    # asked for: as asked, and the placement still says what it could not isolate
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 0
+    assert steps["schedule"] == _run_json(steps)["schedule"] == "parallel"
+    assert _run_json(steps)["placement"]["schedule_from"] == "--schedule"
+
+
+def test_repeated_trials_alternate_the_order_and_each_keeps_its_own_folder(steps):
+    assert experiment.run(FakeBackend(), load.QUICK, "sequential", repeat=3) == 0
+    assert steps["orders"] == [("default", "tuned"), ("tuned", "default"), ("default", "tuned")]
+    top = _run_json(steps)
+    assert top["repeat"] == 3 and [t["number"] for t in top["trials"]] == [1, 2, 3]
+    assert [t["order"] for t in top["trials"]] == [["default", "tuned"], ["tuned", "default"], ["default", "tuned"]]
+    for number in (1, 2, 3):
+        trial = json.loads((steps["run"] / "trials" / str(number) / "run.json").read_text())
+        assert trial["ended"] == {"how": "completed"} and trial["order"] == top["trials"][number - 1]["order"]
+    assert (steps["run"] / "status.json").is_file() and (steps["run"] / "report" / "index.html").is_file()
+
+
+def test_an_interrupted_trial_ends_the_repeated_run_and_says_so(steps, monkeypatch):
+    loads = []
+
+    def second_trial_interrupted(*args, **kwargs):
+        loads.append(kwargs.get("order"))
+        if len(loads) == 2:
+            raise KeyboardInterrupt
+        return load.LoadResult(results={}, dashboards={}, interrupted=False, started_at=1.0, ended_at=2.0,
+                               schedule="parallel", profile=load.QUICK)
+    monkeypatch.setattr(load, "run", second_trial_interrupted)
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel", repeat=3) == 130
+    top = _run_json(steps)
+    assert [t["number"] for t in top["trials"]] == [1, 2] and top["interrupted"]
+    assert top["trials"][1]["ended"] == {"how": "interrupted", "during": "the load"}
+    assert not (steps["run"] / "trials" / "3").exists() and steps["recording"] == set()
 
 
 @pytest.mark.parametrize("step, during", [("start tuned", "starting PCP's logger"),

@@ -20,8 +20,9 @@ import pytest
 from conftest import REPO, eventually, http_get, wait_for
 
 sys.path.insert(0, str(REPO))
-from lab import evidence, provision  # noqa: E402
+from lab import evidence, placement, provision  # noqa: E402
 from lab.analysis.headline import headline  # noqa: E402
+from lab.analysis.verdict import ORDER as VERDICT_KINDS  # noqa: E402
 from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import local  # noqa: E402
 from lab.machines.local.backend import LocalBackend  # noqa: E402
@@ -250,7 +251,8 @@ def test_a_second_run_of_the_playbook_changes_nothing(status, tmp_path):
 
 @pytest.fixture(scope="module")
 def quick_run(status) -> tuple[subprocess.CompletedProcess, Path]:
-    result = start("run", "--quick", timeout=900)
+    # Parallel, as asked: this host's placement alone would load them one after the other (twice as long).
+    result = start("run", "--quick", "--schedule", "parallel", timeout=900)
     return result, (REPO / "runs" / "latest").resolve()
 
 
@@ -272,6 +274,19 @@ def test_a_quick_run_measures_both_machines_from_raw_data(quick_run):
     summary = json.loads((run_dir / "summary.json").read_text())
     run = json.loads((run_dir / "run.json").read_text())
     assert run["schedule"] == "parallel" and run["backend"] == "local" and run["interrupted"] is False
+    # this 2-CPU host cannot give each machine CPUs of its own: the placement says so, the schedule was asked for
+    assert run["placement"]["dedicated"] is False and run["placement"]["schedule_from"] == "--schedule"
+    assert run["placement"]["host_cpus"] == placement.cpulist(placement.host_cpus())
+    # the verdict, from the host's and JMeter's CPU sampled during the load, and each machine's own figures
+    verdict = summary["verdict"]
+    assert verdict["verdict"] in ("valid", *VERDICT_KINDS) and verdict["sentence"]
+    assert (run_dir / "jmeter" / "loadgen.csv").is_file()
+    for machine in ("default", "tuned"):
+        judged = verdict["machines"][machine]
+        assert judged["findings"] or judged["checked"], judged
+        window = summary["machines"][machine]["load"]["window"]
+        assert window["start_s"] >= window["ramp_end_s"] and window["detection"]["rule"].startswith("warm-up")
+        assert summary["machines"][machine]["resources"]["cpu_cores_mean_by_role"]["service"] > 0
     for machine in ("default", "tuned"):
         load = summary["machines"][machine]["load"]
         rows = (run_dir / "jmeter" / machine / "results.csv").read_text().count("\n") - 1
@@ -307,6 +322,7 @@ def test_the_report_renders_in_chromium_with_every_section(quick_run):
     assert not re.search(r"""(src|href)=["']https?://""", text), "the report must be self-contained"
     for section in ("what-happened", "comparison", "knobs", "observed", "charts", "links"):
         assert f'<section id="{section}">' in text, section
+    assert text.index('<div id="verdict"') < text.index('<section id="what-happened">')
     assert text.count("data:image/") >= 6
     shot = report.screenshot(html, run_dir / "report" / "screenshot.png")
     assert shot.console_errors == [], shot.console_errors
@@ -316,7 +332,7 @@ def test_the_report_renders_in_chromium_with_every_section(quick_run):
 def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_run):
     """The write-up's default machine died under load; the lab must show when and why."""
     previous = (REPO / "runs" / "latest").resolve()
-    run = subprocess.Popen([str(REPO / "start.sh"), "run", "--quick", "--duration", "60"],
+    run = subprocess.Popen([str(REPO / "start.sh"), "run", "--quick", "--duration", "60", "--schedule", "parallel"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300

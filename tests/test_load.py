@@ -6,6 +6,7 @@ about two minutes once JMeter is assembled (the first prepare() downloads it: ~1
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import signal
@@ -20,7 +21,12 @@ from conftest import REPO, Process, free_port, http_get, spawn
 
 sys.path.insert(0, str(REPO))
 from lab import load  # noqa: E402
+from lab.analysis import jmeter as jmeter_analysis  # noqa: E402
+from lab.analysis import loadgen  # noqa: E402
 from lab.errors import LabError  # noqa: E402
+from lab.runfolder import JMeterFolder  # noqa: E402
+
+load_run = sys.modules["lab.load.run"]
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +77,20 @@ def jmeter_processes(marker: Path) -> list[int]:
             if "ApacheJMeter" in command and str(marker) in command:
                 found.append(int(entry.name))
     return found
+
+
+def assert_agrees_with_the_dashboard(results: Path, dashboard: Path) -> None:
+    """The lab's figures over every sample of results.csv equal JMeter's own statistics.json for that file."""
+    total = json.loads((dashboard.parent / "statistics.json").read_text())["Total"]
+    samples = jmeter_analysis.read_results(results)
+    figures = jmeter_analysis._stats(samples, list(range(len(samples))), None)
+    assert figures["samples"] == total["sampleCount"] and figures["errors"] == total["errorCount"]
+    latency = figures["latency_ms"]
+    assert latency["max"] == total["maxResTime"]
+    assert latency["mean"] == pytest.approx(total["meanResTime"], abs=0.001)
+    for ours, theirs in (("p50", "medianResTime"), ("p90", "pct1ResTime"), ("p95", "pct2ResTime"),
+                         ("p99", "pct3ResTime")):
+        assert latency[ours] == pytest.approx(total[theirs], abs=0.001), (ours, latency, total)
 
 
 # ------------------------------------------------------------------------------------------ no JMeter
@@ -170,6 +190,11 @@ def test_parallel_load_on_two_machines(processes, tmp_path: Path) -> None:
         first_samples[machine] = min(stamps)
         assert result.dashboards[machine] == out / machine / "dashboard" / "index.html"
         assert result.dashboards[machine].is_file()
+        assert_agrees_with_the_dashboard(result.results[machine], result.dashboards[machine])
+    # JMeter's CPU and the host's, sampled through the run
+    host = loadgen.over(loadgen.read(out / "loadgen.csv"), result.started_at, result.ended_at)
+    assert host is not None and host["seconds"] >= 15 and 0 < host["loadgen_cores"] <= os.cpu_count()
+    assert host["host_busy_cores"] > 0 and 0 <= host["host_idle_pct"] < 100
     # both machines were loaded at the same time
     assert abs(first_samples["default"] - first_samples["tuned"]) < 3000
 
@@ -314,3 +339,26 @@ def test_the_machines_are_jmeter_properties(monkeypatch) -> None:
     monkeypatch.setattr(manifest, "read_or_none", lambda name: wiring if name == "tuned" else None)
     assert cli.jmeter_properties() == {"tuned.host": "10.213.2.2", "tuned.port": "80", "tuned.path": "/svc/camel/mock",
                                        "tuned.url": "http://10.213.2.2/svc/camel/mock"}
+
+
+def test_the_dashboard_describes_every_sample_not_the_last_20000(tmp_path: Path) -> None:
+    # JMeter's default statistic_window keeps the last 20,000 samples for percentiles: a run whose first
+    # 20,000 were slow would get a dashboard of its fast end. The lab's dashboards use them all.
+    out = JMeterFolder(tmp_path)
+    results = out.results("default")
+    results.parent.mkdir(parents=True)
+    with results.open("w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(load.CSV_COLUMNS)
+        start = int(time.time() * 1000) - 60_000
+        for i in range(30_000):
+            elapsed = 400 + i % 97 if i < 20_000 else 5 + i % 7       # slow first, fast at the end
+            writer.writerow([start + i * 2, elapsed, "default", 200, "OK", "default 1-1", "text", "true", "", 100, 50,
+                             1, 1, "http://127.0.0.1/data", elapsed, 0, 0])
+    problems: list[str] = []
+    dashboards = load_run._generate_dashboards(load.java_executable(), load_run._runtime_jar(load.jmeter_home()),
+                                               {"default": results}, load.QUICK, out, problems)
+    assert problems == [] and dashboards["default"].is_file()
+    assert_agrees_with_the_dashboard(results, dashboards["default"])
+    total = json.loads((dashboards["default"].parent / "statistics.json").read_text())["Total"]
+    assert total["medianResTime"] > 400          # the last 20,000 alone would say 8 ms

@@ -19,8 +19,9 @@ LAB = REPO / "lab"
 # A 15-second run of both machines on the local backend (2 users each, 50 ms think time), as
 # `./start.sh run` collected it: results, PCP archives, GC logs, logs, events, run/status/knobs.
 STORED_RUN = REPO / "tests" / "fixtures" / "run-local-tiny"
-# Its summary as the code before the restructuring computed it (GC logs parsed by the regex;
-# the run folder's own path written RUN).
+# Its summary (GC logs parsed by the regex; the run folder's own path written RUN): as the code before
+# the restructuring computed it, then regenerated when a definition changed on purpose (JMeter's
+# percentiles, the detected steady state, the verdict), each time with its diff read.
 STORED_SUMMARY = REPO / "tests" / "fixtures" / "run-local-tiny.summary.json"
 # Values the roles set and the manifest carries: never written again in lab/.
 WIRING = [r"\b8081\b", r"\b44321\b", r"\b9090\b", r"/svc/camel/mock", r"\bcamellab\b"]
@@ -156,14 +157,21 @@ def test_the_twice_check_would_see_a_copy() -> None:
 def test_a_run_ends_with_a_headline_from_its_summary() -> None:
     from lab.analysis.headline import headline
     summary = json.loads(STORED_SUMMARY.read_text())
+    # 15 s of load is too short to settle: whole-run figures, no ratio, and the verdict says why
     lines = headline(summary)
     default, tuned = (summary["machines"][m]["load"] for m in ("default", "tuned"))
-    assert lines[0] == "Result (parallel, 2 users per machine, 0:15 of load; steady state):"
-    assert lines[1].split() == ["default", f"{default['throughput_rps']:.1f}", "req/s", "0", "errors", "(0.00%)", "p95",
-                                f"{default['latency_ms']['p95']}", "ms"]
-    assert lines[2].split()[:2] == ["tuned", f"{tuned['throughput_rps']:.1f}"]
+    assert lines[0] == "Result (parallel, 2 users per machine, 0:15 of load; whole run: no steady state):"
+    assert lines[1].split() == ["default", f"{default['all']['throughput_rps']:.1f}", "req/s", "0", "errors", "(0.00%)",
+                                "p95", f"{default['all']['latency_ms']['p95']:.0f}", "ms"]
+    assert lines[2].split()[:2] == ["tuned", f"{tuned['all']['throughput_rps']:.1f}"]
+    assert lines[3] == "  No ratio: default and tuned did not reach a steady state."
+    assert lines[4].startswith("  Verdict: not settled. default never reached a steady state (only 12 s of load")
+    # settled: the steady figures and their ratio
+    for load in (default, tuned):
+        load["window"]["settled"] = True
+    lines = headline(summary)
+    assert lines[0].endswith("; steady state):")
     assert lines[3] == f"  tuned/default throughput: {tuned['throughput_rps'] / default['throughput_rps']:.2f}x"
-    assert "One trial on the local backend" in lines[4]
     interrupted = {**summary, "run": {**summary["run"], "ended": {"how": "interrupted", "during": "the load",
                                                                   "error": "JMeter was killed by SIGKILL"}}}
     assert "  The run was interrupted during the load: JMeter was killed by SIGKILL; the figures cover what it " \
@@ -174,6 +182,8 @@ def test_with_errors_the_headline_compares_what_was_answered_well() -> None:
     # A machine answering 503 fast while its JVM restarts looks busier than one that serves: not here.
     from lab.analysis.headline import headline
     summary = json.loads(STORED_SUMMARY.read_text())
+    for machine in ("default", "tuned"):
+        summary["machines"][machine]["load"]["window"]["settled"] = True
     default = summary["machines"]["default"]["load"]
     default.update(throughput_rps=600.0, error_rate=0.75, errors=27000)
     summary["machines"]["tuned"]["load"].update(throughput_rps=300.0, error_rate=0.0, errors=0)

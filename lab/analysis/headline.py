@@ -9,24 +9,30 @@ from lab.machines import MACHINES
 
 
 def headline(summary: dict) -> list[str]:
+    if summary.get("kind") == "repeated":
+        return _repeated(summary)
     run = summary.get("run") or {}
     profile = run.get("profile") or {}
+    machines = summary.get("machines") or {}
+    loads = {m: machines[m]["load"] for m in MACHINES if (machines.get(m) or {}).get("load")}
+    unsettled = [machine for machine, load in loads.items() if (load.get("window") or {}).get("settled") is False]
     lines = [f"Result ({run.get('schedule') or '?'}, {profile.get('users', '?')} users per machine, "
              f"{clock(number(profile.get('duration_s')))} of load{' each' if run.get('schedule') == 'sequential' else ''}"
-             "; steady state):"]
-    loads = {}
+             f"; {'whole run: no steady state' if unsettled else 'steady state'}):"]
     for machine in MACHINES:
-        load = ((summary.get("machines") or {}).get(machine) or {}).get("load")
+        load = loads.get(machine)
         if not load:
             lines.append(f"  {machine:<8} no JMeter results")
             continue
-        loads[machine] = load
-        lines.append(f"  {machine:<8} {_fmt_rate(load.get('throughput_rps')):>13}   "
-                     f"{load.get('errors', 0):,} errors ({_pct(load.get('error_rate'), 2)})   "
-                     f"p95 {_ms((load.get('latency_ms') or {}).get('p95'))}")
+        shown = load["all"] if unsettled and isinstance(load.get("all"), dict) else load
+        lines.append(f"  {machine:<8} {_fmt_rate(shown.get('throughput_rps')):>13}   "
+                     f"{shown.get('errors', 0):,} errors ({_pct(shown.get('error_rate'), 2)})   "
+                     f"p95 {_ms((shown.get('latency_ms') or {}).get('p95'))}")
     # With errors, the requests answered well are what counts: a machine failing fast looks busy.
     served_well = {machine: _served_well(load) for machine, load in loads.items()}
-    if any(load.get("error_rate") for load in loads.values()):
+    if unsettled:
+        lines.append(f"  No ratio: {' and '.join(unsettled)} did not reach a steady state.")
+    elif any(load.get("error_rate") for load in loads.values()):
         ratio = _ratio(served_well.get("tuned"), served_well.get("default"))
         if ratio is not None:
             lines.append(f"  tuned/default requests answered without error, per second: {_times(ratio)} "
@@ -41,12 +47,41 @@ def headline(summary: dict) -> list[str]:
         how = "stopped by an error" if ended["how"] == "failed" else ended["how"]
         lines.append(f"  The run was {how} during {ended.get('during', '?')}"
                      + (f": {ended['error']}" if ended.get("error") else "") + "; the figures cover what it measured.")
-    if run.get("backend") == "local":
-        lines.append("  One trial on the local backend, both machines on this host's cores: see the report's notes "
-                     "before reading the ratio as the tuning's.")
+    verdict = summary.get("verdict") or {}
+    if verdict:
+        lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
+    lines.append("  One trial: the ratio carries no interval of its own (see the report's notes).")
     return lines
 
 
 def _served_well(load: dict) -> float | None:
     rate, errors = number(load.get("throughput_rps")), number(load.get("error_rate"))
     return None if rate is None else rate * (1 - (errors or 0))
+
+
+def interval_text(row: dict) -> str:
+    """1.05x (95% interval 0.98x-1.12x, 3 trials), or why there is no interval."""
+    if row.get("ratio") is None:
+        return "no ratio" + (f" ({row['note']})" if row.get("note") else "")
+    if row.get("low") is None:
+        return f"{_times(row['ratio'])} ({row.get('note') or 'no interval'})"
+    return (f"{_times(row['ratio'])} (95% interval {_times(row['low'])}-{_times(row['high'])}, "
+            f"{row['trials']} trials)")
+
+
+def _repeated(summary: dict) -> list[str]:
+    run = summary.get("run") or {}
+    profile = run.get("profile") or {}
+    trials = summary.get("trials") or []
+    lines = [f"Result ({len(trials)} trials, {run.get('schedule') or '?'}, {profile.get('users', '?')} users per "
+             f"machine, {clock(number(profile.get('duration_s')))} of load each; steady state):"]
+    for trial in trials:
+        lines.append(f"  trial {trial['number']}: default {_fmt_rate(trial.get('default_rps'))}, tuned "
+                     f"{_fmt_rate(trial.get('tuned_rps'))}" + (f"  ({trial['verdict']})" if trial.get("verdict") else ""))
+    rows = {row["key"]: row for row in summary.get("comparison") or []}
+    for key, label in (("throughput_rps", "throughput"), ("p95_ms", "p95 latency")):
+        if key in rows:
+            lines.append(f"  tuned/default {label}: {interval_text(rows[key])}")
+    verdict = summary.get("verdict") or {}
+    lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
+    return lines

@@ -3,10 +3,13 @@
 Definitions (also shown in the report):
 - a sample's time is its end (JMeter's timeStamp, the start, + elapsed): when the client saw the
   answer or the error. Times are epoch seconds (`*_at`) or seconds from the run's start (`*_s`).
-- steady-state window of a machine: from its first sample's start + the profile's ramp-up, to its
-  last sample's end. Samples that *started* in it count for the steady figures.
+- steady-state window of a machine: from where its warm-up ends (lab/analysis/steady.py: MSER-5 on
+  its per-second throughput and latency, never before the ramp-up's end) to its last sample's end.
+  Samples that *started* in it count for the steady figures.
 - throughput = samples in the window / window length; error rate = failed / samples.
-- percentiles: nearest rank, over every sample, failed ones included (as JMeter's dashboard).
+- percentiles: as JMeter's dashboard computes them (lab.analysis.numbers.percentile), over every
+  sample, failed ones included. Beside the elapsed time: JMeter's Latency (time to the first byte of
+  the answer) and Connect (time to open the connection, 0 when a kept-alive one is reused).
 - the error-rate threshold is crossed in the first 10-second bucket (by sample end) whose error rate
   is above 1 %.
 """
@@ -18,6 +21,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from lab.analysis import steady as steady_state
 from lab.analysis.numbers import percentile
 
 PERCENTILES = (50, 90, 95, 99)
@@ -44,6 +48,8 @@ class Samples:
         self.message: list[str] = []
         self.failure: list[str] = []
         self.threads: list[int] = []
+        self.latency: list[int | None] = []     # time to first byte (JMeter's Latency); None if not saved
+        self.connect: list[int | None] = []     # time to connect (JMeter's Connect); None if not saved
         self.skipped = 0
 
     def __len__(self) -> int:
@@ -68,7 +74,7 @@ def read_results(path: Path, window_ms: tuple[float, float] | None = None) -> Sa
             raise ValueError(f"{path}: not a JMeter CSV with a header (columns {header[:6]}…)")
         ts, el, su = col["timeStamp"], col["elapsed"], col["success"]
         rc, rm, fm = col.get("responseCode"), col.get("responseMessage"), col.get("failureMessage")
-        gt = col.get("grpThreads")
+        gt, la, co = col.get("grpThreads"), col.get("Latency"), col.get("Connect")
         width = max(ts, el, su) + 1
         earliest, latest = window_ms or (EARLIEST_START_MS, (time.time() + 86_400) * 1000)
         for row in reader:
@@ -86,20 +92,36 @@ def read_results(path: Path, window_ms: tuple[float, float] | None = None) -> Sa
             samples.failure.append(row[fm] if (not ok and fm is not None and fm < len(row)) else "")
             threads = row[gt] if gt is not None and gt < len(row) else ""
             samples.threads.append(int(threads) if threads.isdigit() else 0)
+            samples.latency.append(_milliseconds(row, la))
+            samples.connect.append(_milliseconds(row, co))
     return samples
 
 
+def _milliseconds(row: list[str], column: int | None) -> int | None:
+    if column is None or column >= len(row) or not row[column].isdecimal():
+        return None
+    return int(row[column])
+
+
+def _distribution(values: list) -> dict:
+    """Percentiles, max and mean of the values that are there (None left out)."""
+    ordered = sorted(v for v in values if v is not None)
+    figures = {f"p{p}": percentile(ordered, p) for p in PERCENTILES}
+    figures["max"] = ordered[-1] if ordered else None
+    figures["mean"] = round(sum(ordered) / len(ordered), 3) if ordered else None
+    return figures
+
+
 def _stats(samples: Samples, indices: list[int], duration_s: float | None) -> dict:
-    values = sorted(samples.elapsed[i] for i in indices)
     errors = sum(1 for i in indices if not samples.ok[i])
-    latency = {f"p{p}": percentile(values, p) for p in PERCENTILES}
-    latency["max"] = values[-1] if values else None
-    latency["mean"] = round(sum(values) / len(values), 3) if values else None
+    per_second = (lambda count: round(count / duration_s, 3)) if duration_s and duration_s > 0 else (lambda _: None)
     return {"samples": len(indices), "errors": errors,
             "error_rate": round(errors / len(indices), 6) if indices else None,
-            "throughput_rps": round(len(indices) / duration_s, 3) if duration_s and duration_s > 0 else None,
+            "throughput_rps": per_second(len(indices)), "good_throughput_rps": per_second(len(indices) - errors),
             "duration_s": round(duration_s, 3) if duration_s is not None else None,
-            "latency_ms": latency}
+            "latency_ms": _distribution([samples.elapsed[i] for i in indices]),
+            "first_byte_ms": _distribution([samples.latency[i] for i in indices]),
+            "connect_ms": _distribution([samples.connect[i] for i in indices])}
 
 
 def _error_label(code: str, message: str) -> str:
@@ -118,24 +140,31 @@ def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict) -> di
     n = len(samples)
     first_start = min(samples.start) / 1000.0
     last_end = max(samples.end(i) for i in range(n)) / 1000.0
-    steady_start = min(first_start + ramp_s, last_end)
+    _fill_series(samples, t0, series)
+    ramp_end = min(first_start + ramp_s, last_end)
+    settled = steady_state.detect(series["seconds"], series["throughput_rps"], series["mean_ms"],
+                                  earliest_s=ramp_end - t0, end_s=last_end - t0)
+    steady_start = t0 + settled.start_s if settled.settled and settled.start_s is not None else ramp_end
     window = {"start_at": round(steady_start, 3), "end_at": round(last_end, 3),
               "start_s": round(steady_start - t0, 3), "end_s": round(last_end - t0, 3),
-              "duration_s": round(last_end - steady_start, 3),
-              "basis": f"first sample's start + ramp-up ({ramp_s:g} s) .. last sample's end; "
+              "duration_s": round(last_end - steady_start, 3), "ramp_end_s": round(ramp_end - t0, 3),
+              "settled": settled.settled, "warmup_s": settled.warmup_s, "detection": settled.as_json(),
+              "basis": "from the end of the warm-up (" + settled.rule + ") to the last sample's end; "
                        "samples that started in it"}
-    steady_ms = steady_start * 1000.0
-    steady = [i for i in range(n) if samples.start[i] >= steady_ms]
-    everything = list(range(n))
-    result = {"load_start_s": round(first_start - t0, 3), "load_end_s": round(last_end - t0, 3),
-              "window": window}
     if window["duration_s"] <= 0:
         window["note"] = "the load ended before the ramp-up did: no steady state"
+    elif not settled.settled:
+        window["note"] = f"no steady state: {settled.reason}"
+    steady_ms = steady_start * 1000.0
+    steady = [i for i in range(n) if samples.start[i] >= steady_ms]
+    result = {"load_start_s": round(first_start - t0, 3), "load_end_s": round(last_end - t0, 3),
+              "window": window}
     result["steady"] = _stats(samples, steady, window["duration_s"])
-    result["all"] = _stats(samples, everything, last_end - first_start)
-    for key in ("samples", "errors", "error_rate", "throughput_rps"):
+    result["all"] = _stats(samples, list(range(n)), last_end - first_start)
+    for key in ("samples", "errors", "error_rate", "throughput_rps", "good_throughput_rps"):
         result[key] = result["steady"][key]
-    result["latency_ms"] = result["steady"]["latency_ms"]
+    for key in ("latency_ms", "first_byte_ms", "connect_ms"):
+        result[key] = result["steady"][key]
     result["skipped_rows"] = samples.skipped
     result["max_active_users"] = max(samples.threads) if samples.threads else None
 
@@ -155,16 +184,38 @@ def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict) -> di
         result["first_error"] = None
         result["errors_by_type"] = []
 
-    # Buckets by sample end, from the run's start.
-    per_second = defaultdict(int)
-    errors_per_second = defaultdict(int)
-    users = defaultdict(int)
+    result["error_threshold"] = _error_threshold(series)
+    return result
+
+
+def _error_threshold(series: dict) -> dict:
+    """Where the error rate first crossed ERROR_RATE_THRESHOLD, from the 10-s buckets of series."""
+    rows = [(start, count, rate) for start, count, rate in
+            zip(series["buckets"], series["bucket_samples"], series["bucket_error_rate"], strict=True)
+            if count >= THRESHOLD_MIN_SAMPLES]
+    above = [(start, count, rate) for start, count, rate in rows if rate > ERROR_RATE_THRESHOLD]
+    crossed = above[0] if above else None
+    return {"threshold": ERROR_RATE_THRESHOLD, "bucket_s": THRESHOLD_BUCKET_S,
+            "crossed_at_s": crossed[0] if crossed else None,
+            "bucket_error_rate": round(crossed[2], 6) if crossed else None,
+            "bucket_samples": crossed[1] if crossed else None,
+            "buckets_above": len(above), "buckets": len(rows), "min_samples": THRESHOLD_MIN_SAMPLES}
+
+
+def _fill_series(samples: Samples, t0: float, series: dict) -> None:
+    """Per-second throughput, errors, users and mean latency; per-10-s latency percentiles and error
+    rate. Buckets by sample end, from the run's start."""
+    per_second: dict[int, int] = defaultdict(int)
+    elapsed_per_second: dict[int, int] = defaultdict(int)
+    errors_per_second: dict[int, int] = defaultdict(int)
+    users: dict[int, int] = defaultdict(int)
     buckets: dict[int, list[int]] = defaultdict(list)
-    bucket_errors = defaultdict(int)
-    for i in range(n):
+    bucket_errors: dict[int, int] = defaultdict(int)
+    for i in range(len(samples)):
         end_s = samples.end(i) / 1000.0 - t0
         second = math.floor(end_s)
         per_second[second] += 1
+        elapsed_per_second[second] += samples.elapsed[i]
         users[second] = max(users[second], samples.threads[i])
         bucket = math.floor(end_s / LATENCY_BUCKET_S)
         buckets[bucket].append(samples.elapsed[i])
@@ -176,23 +227,12 @@ def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict) -> di
     series["throughput_rps"] = [per_second.get(s, 0) for s in seconds]
     series["errors_per_s"] = [errors_per_second.get(s, 0) for s in seconds]
     series["active_users"] = [users.get(s) for s in seconds]
+    series["mean_ms"] = [round(elapsed_per_second[s] / per_second[s], 3) if per_second.get(s) else None
+                         for s in seconds]
     bucket_keys = sorted(buckets)
     series["bucket_s"] = LATENCY_BUCKET_S
     series["buckets"] = [k * LATENCY_BUCKET_S for k in bucket_keys]
+    series["bucket_samples"] = [len(buckets[k]) for k in bucket_keys]
     for p in (50, 95, 99):
         series[f"p{p}_ms"] = [percentile(sorted(buckets[k]), p) for k in bucket_keys]
     series["bucket_error_rate"] = [bucket_errors.get(k, 0) / len(buckets[k]) for k in bucket_keys]
-
-    def above(k: int) -> bool:
-        return len(buckets[k]) >= THRESHOLD_MIN_SAMPLES and bucket_errors.get(k, 0) / len(buckets[k]) > ERROR_RATE_THRESHOLD
-    crossed = next((k for k in bucket_keys if above(k)), None)
-    result["error_threshold"] = {
-        "threshold": ERROR_RATE_THRESHOLD, "bucket_s": THRESHOLD_BUCKET_S,
-        "crossed_at_s": crossed * THRESHOLD_BUCKET_S if crossed is not None else None,
-        "bucket_error_rate": round(bucket_errors[crossed] / len(buckets[crossed]), 6) if crossed is not None else None,
-        "bucket_samples": len(buckets[crossed]) if crossed is not None else None,
-        "buckets_above": sum(1 for k in bucket_keys if above(k)),
-        "buckets": sum(1 for k in bucket_keys if len(buckets[k]) >= THRESHOLD_MIN_SAMPLES),
-        "min_samples": THRESHOLD_MIN_SAMPLES}
-    return result
-

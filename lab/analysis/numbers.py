@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy
+
 
 def number(value: object) -> float | None:
     """A finite float from a JSON value, else None (booleans are not numbers here)."""
@@ -15,11 +17,17 @@ def number(value: object) -> float | None:
     return result if math.isfinite(result) else None
 
 
+PERCENTILE_DEFINITION = ("as JMeter's dashboard computes them (Apache Commons Math's default estimate: rank "
+                         "p(n+1)/100, interpolated between neighbours), over every sample, failed ones included")
+
+
 def percentile(ordered: list[float], p: float) -> float | None:
-    """Nearest rank over an already sorted list: the smallest value with at least p % at or below it."""
+    """The p-th percentile as JMeter's report generator computes it (commons-math3 Percentile, whose
+    default estimate is numpy's "weibull": rank p(n+1)/100, interpolated, clamped to the ends), so the
+    lab's figures and JMeter's dashboard agree on the same samples."""
     if not ordered:
         return None
-    return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100.0 * len(ordered)) - 1))]
+    return round(float(numpy.percentile(ordered, p, method="weibull")), 3)
 
 
 def ratio(tuned: object, default: object) -> float | None:

@@ -109,6 +109,23 @@ def _instance_label(name: str) -> str:
     return re.sub(r"^\d+ ", "", name)
 
 
+# What a machine's process is, from its command line (the first that matches).
+ROLES = (("backend", "mock_service"), ("service", "java"), ("httpd", "httpd"), ("httpd", "apache2"))
+
+
+def role_of(args: str) -> str:
+    return next((role for role, marker in ROLES if marker in args), "other")
+
+
+def _cpu_by_role(pcolumns: dict, own: dict[str, str], in_window) -> dict[str, float | None]:
+    """Mean CPU cores over the window of the machine's processes, by role (service, httpd, backend)."""
+    rows: dict[str, list[list]] = {}
+    for metric in ("proc.psinfo.utime", "proc.psinfo.stime"):
+        for instance, values in _columns_of(pcolumns, metric).items():
+            rows.setdefault(role_of(own.get(instance.split(" ", 1)[0], instance)), []).append(values)
+    return {role: _mean(in_window(_sum_rows(columns))) for role, columns in sorted(rows.items())}
+
+
 def _sum_rows(columns: list[list]) -> list[float | None]:
     if not columns:
         return []
@@ -231,6 +248,7 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
                     entry["processes"] += 1
                     entry["rss_max_bytes"] = max(entry["rss_max_bytes"], max(_finite(values), default=0.0))
                 result["own_by_command"] = by_command
+                result["cpu_cores_mean_by_role"] = _cpu_by_role(pcolumns, own, lambda v: in_window(ptimes, v))
         result["own_processes_marker"] = marker
 
     # The service's Prometheus metrics (openmetrics agent) and HTTPD's mod_status (apache agent).

@@ -51,7 +51,8 @@ def what_happened(summary: dict) -> list[str]:
     loaded = {m: e["load"] for m, e in machines.items() if e.get("load")}
     # Throughput and latency, tuned against default.
     d, t = loaded.get("default"), loaded.get("tuned")
-    ratio = _ratio(t.get("throughput_rps"), d.get("throughput_rps")) if d and t else None
+    settled = all((load.get("window") or {}).get("settled") is not False for load in (d, t) if load)
+    ratio = _ratio(t.get("throughput_rps"), d.get("throughput_rps")) if d and t and settled else None
     if ratio is not None:
         total = _ratio(t["all"]["samples"], d["all"]["samples"])
         sentences.append(
@@ -62,8 +63,11 @@ def what_happened(summary: dict) -> list[str]:
                f"{d['all']['samples']:,})." if total is not None else "."))
     for machine, load in loaded.items():
         if ratio is None or machine not in ("default", "tuned"):
-            steady = (f"{_fmt_rate(load['throughput_rps'])} in the steady state, p95 {_ms(load['latency_ms']['p95'])}"
-                      if load["window"]["duration_s"] > 0 else "no steady state (the load ended during the ramp-up)")
+            window = load["window"]
+            steady = (f"no steady state ({window.get('note', '').removeprefix('no steady state: ')}); over the whole "
+                      f"run {_fmt_rate(load['all']['throughput_rps'])}, p95 {_ms(load['all']['latency_ms']['p95'])}"
+                      if window.get("settled") is False or window["duration_s"] <= 0 else
+                      f"{_fmt_rate(load['throughput_rps'])} in the steady state, p95 {_ms(load['latency_ms']['p95'])}")
             sentences.append(f"{machine} served {load['all']['samples']:,} requests: {steady}.")
         first = load.get("first_error")
         if not first:

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.analysis import gclog
+from lab.analysis import gclog, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -25,6 +25,7 @@ from lab.analysis.jmeter import (
     analyze_load,
     read_results,
 )
+from lab.analysis.numbers import PERCENTILE_DEFINITION
 from lab.analysis.numbers import number as _number
 from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.pcp import analyze_pcp
@@ -95,9 +96,15 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
                 "interrupted": run.get("interrupted"),
                 "ended": run.get("ended") if isinstance(run.get("ended"), dict) else None,
                 "host": run.get("host"), "versions": run.get("versions"),
+                "placement": run.get("placement") if isinstance(run.get("placement"), dict) else None,
                 "t0": t0, "t0_basis": "run.json started_at" if started is not None else "first sample"},
-        "definitions": {"percentile": "nearest rank, all samples (failed included)",
-                        "steady_window": "first sample's start + ramp-up .. last sample's end",
+        "definitions": {"percentile": PERCENTILE_DEFINITION,
+                        "steady_window": "end of the warm-up (MSER-5 on throughput and latency, never before the "
+                                         "ramp-up's end) .. last sample's end",
+                        "first_byte": "JMeter's Latency: from just before the request is sent to the first byte "
+                                      "of the answer",
+                        "connect": "JMeter's Connect: time to open the connection (0 when a kept-alive one is "
+                                   "reused)",
                         "sample_time": "end of the sample (timeStamp + elapsed)",
                         "error_threshold": f"first {THRESHOLD_BUCKET_S}-s bucket (by sample end, from the run's "
                                            f"start) of at least {THRESHOLD_MIN_SAMPLES} requests with an error "
@@ -115,6 +122,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         problems.extend(f"{machine}: {p}" for p in entry["missing"])
 
     summary["comparison"] = _comparison(summary["machines"])
+    summary["verdict"] = verdict.judge(summary, folder.jmeter.loadgen)
     summary["knobs"] = _knobs(knobs)
     summary["observed"] = _observed(status, machines)
     summary["what_happened"] = what_happened(summary)
@@ -241,6 +249,8 @@ def _read_events(folder: RunFolder, machine: str) -> tuple[dict | None, str | No
 COMPARED = (
     # key, label, unit, getter, better
     ("throughput_rps", "Throughput (steady state)", "req/s", lambda m: (m.get("load") or {}).get("throughput_rps"), "higher"),
+    ("good_throughput_rps", "Answered without error, per second (steady state)", "req/s",
+     lambda m: (m.get("load") or {}).get("good_throughput_rps"), "higher"),
     ("samples_all", "Requests served (whole run)", "", lambda m: ((m.get("load") or {}).get("all") or {}).get("samples"), "higher"),
     ("error_rate", "Error rate (steady state)", "%", lambda m: (m.get("load") or {}).get("error_rate"), "lower"),
     ("error_rate_all", "Error rate (whole run)", "%", lambda m: ((m.get("load") or {}).get("all") or {}).get("error_rate"), "lower"),
@@ -249,6 +259,12 @@ COMPARED = (
     ("p95_ms", "Latency p95", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("p95"), "lower"),
     ("p99_ms", "Latency p99", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("p99"), "lower"),
     ("max_ms", "Latency max", "ms", lambda m: ((m.get("load") or {}).get("latency_ms") or {}).get("max"), "lower"),
+    ("first_byte_p95_ms", "Time to first byte p95", "ms",
+     lambda m: ((m.get("load") or {}).get("first_byte_ms") or {}).get("p95"), "lower"),
+    ("connect_p95_ms", "Connect time p95", "ms", lambda m: ((m.get("load") or {}).get("connect_ms") or {}).get("p95"),
+     "lower"),
+    ("connect_max_ms", "Connect time max", "ms", lambda m: ((m.get("load") or {}).get("connect_ms") or {}).get("max"),
+     "lower"),
     ("gc_pauses", "GC pauses", "", lambda m: (m.get("gc") or {}).get("pause_count"), "lower"),
     ("gc_total_s", "GC pause time, total", "s", lambda m: (m.get("gc") or {}).get("pause_total_s"), "lower"),
     ("gc_max_ms", "GC pause, longest", "ms", lambda m: (m.get("gc") or {}).get("pause_max_ms"), "lower"),
@@ -258,13 +274,22 @@ COMPARED = (
 )
 
 
+# Figures of the steady window: no ratio between machines when either did not settle.
+STEADY_KEYS = {"throughput_rps", "good_throughput_rps", "error_rate", "p50_ms", "p90_ms", "p95_ms", "p99_ms",
+               "max_ms", "first_byte_p95_ms", "connect_p95_ms", "connect_max_ms"}
+
+
 def _comparison(machines: dict) -> list[dict]:
     default, tuned = machines.get("default") or {}, machines.get("tuned") or {}
+    unsettled = [name for name, m in (("default", default), ("tuned", tuned))
+                 if ((m.get("load") or {}).get("window") or {}).get("settled") is False]
     rows = []
     for key, label, unit, get, better in COMPARED:
         a, b = get(default), get(tuned)
         row = {"key": key, "label": label, "unit": unit, "default": a, "tuned": b, "ratio": _ratio(b, a),
                "better": better}
+        if key in STEADY_KEYS and unsettled:
+            row.update(ratio=None, note=f"no ratio: {' and '.join(unsettled)} did not reach a steady state")
         if key == "peak_memory_bytes":
             # Compare like with like: events.json on both, else PCP on both.
             ma, mb = default.get("memory") or {}, tuned.get("memory") or {}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab.interrupts import sigterm_as_interrupt
+from lab.load.cpu import CpuSampler
 from lab.load.jmeter import PLAN, _runtime_jar, as_properties, java_executable, jmeter_home, launch, prepare
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
@@ -31,6 +32,9 @@ ENGINE_PROPERTIES = {
     "jmeterengine.force.system.exit": "true",
     "summariser.interval": "10",
 }
+# The dashboards' statistics over every sample: JMeter's default (20,000) keeps only the last samples
+# for percentiles, so a long run's dashboard would describe its last seconds. -1: no window.
+DASHBOARD_PROPERTIES = {"jmeter.reportgenerator.statistic_window": "-1"}
 CSV_COLUMNS = ("timeStamp", "elapsed", "label", "responseCode", "responseMessage", "threadName", "dataType",
                "success", "failureMessage", "bytes", "sentBytes", "grpThreads", "allThreads", "URL", "Latency",
                "IdleTime", "Connect")
@@ -149,6 +153,7 @@ def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile
             scratch = out.dashboard_scratch(machine)
             shutil.rmtree(scratch, ignore_errors=True)
             command = launch(java, jar, "-g", str(csv_path), "-o", str(folder), "-j", str(log), *as_properties({
+                **DASHBOARD_PROPERTIES,
                 "jmeter.reportgenerator.overall_granularity": str(_granularity_ms(profile.duration_s)),
                 "jmeter.reportgenerator.report_title": f"camel-tuning-lab: {machine}",
                 "jmeter.reportgenerator.temp_dir": str(scratch)}))
@@ -176,17 +181,22 @@ def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile
 
 def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: str = "parallel",
         on_progress: Callable[[dict], None] | None = None, *, path: str,
-        progress_interval_s: float = 5.0, allow_any_host: bool = False) -> LoadResult:
+        progress_interval_s: float = 5.0, allow_any_host: bool = False,
+        order: tuple[str, ...] | None = None) -> LoadResult:
     """Load the machines with the plan, then build each machine's dashboard.
 
     targets: machine ("default"/"tuned") -> base URL (http://10.213.1.2); the request path is `path`
     (a target URL's own path, if any, wins). schedule "parallel": one JMeter loads all machines at once;
     "sequential": one machine after the other, each with the full profile. Ctrl-C or SIGTERM stops
     JMeter cleanly, keeps what it measured, still builds the dashboards and returns interrupted=True.
+    order: the machines' order in the sequential schedule (default: default first), so repeated trials can
+    alternate it and drift favours neither machine.
     Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
     parsed = _parse_targets(targets, path, allow_any_host)
+    if order is not None:
+        parsed.sort(key=lambda target: order.index(target.machine) if target.machine in order else len(order))
     prepare()
     java = java_executable()
     home = jmeter_home()
@@ -202,6 +212,8 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
         shutil.rmtree(out.dashboard_dir(target.machine), ignore_errors=True)
     log = out.log
     log.write_text("")
+    out.loadgen.unlink(missing_ok=True)
+    sampler = CpuSampler(out.loadgen)
     phases = [parsed] if schedule == "parallel" else [[target] for target in parsed]
     progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine)) for t in parsed}
     planned_s = profile.duration_s * len(phases)
@@ -218,7 +230,7 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
         for phase in phases:
             try:
                 complete = _run_phase(java, jar, phase, profile, out, len(phases) > 1, progress, report,
-                                      progress_interval_s, problems)
+                                      progress_interval_s, problems, sampler)
             except KeyboardInterrupt:
                 interrupted = True
                 break
@@ -235,7 +247,7 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
 
 def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile, out: JMeterFolder,
                own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
-               interval_s: float, problems: list[str]) -> bool:
+               interval_s: float, problems: list[str], sampler: CpuSampler) -> bool:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
     False if JMeter was killed by a signal the lab did not send (the kernel's OOM killer sends SIGKILL)."""
     udp_port = _free_udp_port()
@@ -252,12 +264,14 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile,
         with out.out.open("a") as stream:
             popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        sampler.sample(popen.pid, force=True)
         now = time.monotonic()
         for machine in machines:
             machine.start(now)
         next_report = now + interval_s
         while popen.poll() is None:
             time.sleep(0.2)
+            sampler.sample(popen.pid)
             now = time.monotonic()
             if now - machines[0].started > overrun_s:
                 problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")

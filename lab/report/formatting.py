@@ -59,6 +59,8 @@ def measure(value: Any, row: dict) -> str:
 def ratio_text(row: dict) -> str:
     """tuned / default of a comparison row: 1.23×, n/a (one of them zero) or a dash (one missing)."""
     if row["ratio"] is None:
+        if row.get("note"):
+            return "no ratio"
         return "n/a" if row["default"] is not None and row["tuned"] is not None else DASH
     return f"{row['ratio']:.2f}×"
 
@@ -70,6 +72,20 @@ def ratio_class(row: dict) -> str:
         return "ratio"
     good = (value > 1) == (row["better"] == "higher")
     return "ratio good" if good else "ratio bad"
+
+
+def interval(row: dict) -> str:
+    """A repeated run's ratio with its 95% interval: 1.05× [0.98–1.12×]."""
+    if row.get("low") is None or row.get("high") is None:
+        return ratio_text(row)
+    return f"{row['ratio']:.2f}× [{row['low']:.2f}–{row['high']:.2f}×]"
+
+
+def interval_class(row: dict) -> str:
+    """good or bad only when the interval leaves 1 out: otherwise the trials cannot tell the machines apart."""
+    if row.get("low") is None or row.get("high") is None or row["low"] <= 1 <= row["high"]:
+        return "ratio"
+    return ratio_class(row)
 
 
 def when(epoch: float | None) -> str:
@@ -106,5 +122,5 @@ def basename(path: str) -> str:
 
 FILTERS: dict[str, Callable[..., str]] = {
     "clock": clock, "num": num, "mib": mib, "measure": measure, "ratio_text": ratio_text, "ratio_class": ratio_class,
-    "when": when, "setting": setting, "host": host, "thousands": thousands, "basename": basename,
+    "interval": interval, "interval_class": interval_class, "when": when, "setting": setting, "host": host, "thousands": thousands, "basename": basename,
 }

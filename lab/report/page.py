@@ -12,6 +12,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from lab.analysis.summary import SCHEMA, summarize
+from lab.report import trials_page
 from lab.report.charts import charts
 from lab.report.formatting import FILTERS
 from lab.report.plotting import NO_DATA
@@ -87,6 +88,8 @@ def render(run_dir: Path, refresh: bool = False) -> Path:
     """Writes run_dir/report/index.html and returns its path. summary.json and series.json are (re)made
     first when missing or older than the run's files (or with refresh)."""
     folder = RunFolder(Path(run_dir))
+    if folder.trials():                     # a repeated run: its trials compared (each has its own report)
+        return trials_page.render(folder, environment())
     if refresh or _stale(folder):
         summary = summarize(folder.root)
     else:
@@ -95,9 +98,5 @@ def render(run_dir: Path, refresh: bool = False) -> Path:
     page = environment().get_template(TEMPLATE).render(
         summary=summary, charts=charts(summary, series), files=_files(folder, summary), run_dir=str(folder.root),
         now=time.time())
-    out = folder.report_html
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = out.with_suffix(".tmp")
-    scratch.write_text(page)
-    scratch.replace(out)
-    return out
+    folder.write_text(folder.report_html, page)
+    return folder.report_html

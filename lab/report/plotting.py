@@ -58,7 +58,7 @@ class ChartContext:
     series: dict                        # series.json's "machines"
     machines: list[str]
     xlim: tuple[float, float] | None    # the run (0 = its start) and every machine's load, padded by 1 %
-    marks: list[Mark]                   # the end of the ramp-up
+    marks: list[Mark]                   # the end of the ramp-up, and of the warm-up after it
     local: bool                         # the local backend: host-wide metrics are the host's
 
     @classmethod
@@ -69,7 +69,11 @@ class ChartContext:
         for entry in entries:
             load = entry.get("load")
             if load and load["window"]["duration_s"] > 0:
-                marks.append((load["window"]["start_s"], "end of ramp-up"))
+                window = load["window"]
+                ramp_end = window.get("ramp_end_s", window["start_s"])
+                marks.append((ramp_end, "end of ramp-up"))
+                if window.get("settled") and window["start_s"] - ramp_end >= 1:
+                    marks.append((window["start_s"], "steady from"))
                 break
         ends = [summary["run"].get("duration_s")] + [(e.get("load") or {}).get("load_end_s") for e in entries]
         starts = [0.0] + [(e.get("load") or {}).get("load_start_s") for e in entries]
@@ -101,11 +105,11 @@ def style() -> Iterator[None]:
         yield
 
 
-def figure(panels: int = 1) -> tuple[Figure, list[Axes]]:
-    """A wide figure of panels side by side, sharing their y axis."""
+def figure(panels: int = 1, sharey: bool = True) -> tuple[Figure, list[Axes]]:
+    """A wide figure of panels side by side, sharing their y axis unless told not to."""
     fig = Figure(figsize=(13, 3.6))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, panels, sharey=panels > 1, squeeze=False)
+    axes = fig.subplots(1, panels, sharey=sharey and panels > 1, squeeze=False)
     return fig, list(axes[0])
 
 

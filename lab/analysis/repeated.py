@@ -1,0 +1,107 @@
+"""A repeated run (./start.sh run --repeat N): its trials (trials/<k>/, each a run folder with its own
+summary) compared, every ratio with its 95% interval over the trials (lab/analysis/trials.py).
+
+    summarize(run_dir) -> dict        # also writes the run folder's summary (RunFolder.summary_json)
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+from lab.analysis import summary as single
+from lab.analysis import trials as stats
+from lab.analysis.numbers import mean
+from lab.analysis.verdict import ORDER
+from lab.runfolder import RunFolder
+
+KIND = "repeated"
+
+
+def is_repeated(run_dir: Path) -> bool:
+    return bool(RunFolder(Path(run_dir)).trials())
+
+
+def summarize(run_dir: Path, write: bool = True) -> dict:
+    """The trials' figures and their comparison (also written to run_dir/summary.json)."""
+    folder = RunFolder(Path(run_dir))
+    problems: list[str] = []
+    run = folder.read_json(folder.run_json, problems, "run") or {}
+    trials = []
+    for trial in folder.trials():
+        figures = trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None
+        if figures is None and trial.run_json.is_file():
+            figures = single.summarize(trial.root)
+        if figures is None:
+            problems.append(f"trial {trial.root.name}: no summary (the trial did not get to load)")
+            continue
+        trials.append((trial, figures))
+    result = {
+        "schema": single.SCHEMA, "kind": KIND, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
+        "run": {key: run.get(key) for key in ("run_id", "backend", "backend_note", "schedule", "profile", "placement",
+                                              "started_at", "ended_at", "interrupted", "ended", "host", "versions",
+                                              "repeat")},
+        "trials": [_trial_row(trial, figures, folder) for trial, figures in trials],
+        "comparison": _comparison([figures for _, figures in trials]),
+        "verdict": _verdict([(trial.root.name, figures) for trial, figures in trials], run.get("repeat")),
+        "definitions": {"interval": f"95% {stats.ratio_interval([], [])['method']}; the ratio is mean(tuned) / "
+                                    "mean(default) over the trials whose figures are comparable",
+                        **((trials[0][1].get("definitions") or {}) if trials else {})},
+        "problems": problems,
+    }
+    if write:
+        folder.write_json(folder.summary_json, result)
+    return result
+
+
+def _trial_row(trial: RunFolder, figures: dict, folder: RunFolder) -> dict:
+    rows = {row["key"]: row for row in figures.get("comparison") or []}
+    throughput = rows.get("throughput_rps") or {}
+    verdict = figures.get("verdict") or {}
+    run = figures.get("run") or {}
+    return {"number": int(trial.root.name), "folder": folder.relative(trial.root),
+            "report": folder.relative(trial.report_html) if trial.report_html.is_file() else None,
+            "order": (folder.read_json(trial.run_json, [], "run") or {}).get("order"),
+            "default_rps": throughput.get("default"), "tuned_rps": throughput.get("tuned"),
+            "ratio": throughput.get("ratio"), "verdict": verdict.get("verdict"), "sentence": verdict.get("sentence"),
+            "ended": run.get("ended")}
+
+
+def _comparison(summaries: list[dict]) -> list[dict]:
+    """Every row of a single run's comparison, over the trials: the means, the ratio and its interval.
+    A trial whose row has no ratio of its own (no steady state, or measured differently) is left out."""
+    rows = []
+    for key, label, unit, _get, better in single.COMPARED:
+        per_trial = [next((row for row in s.get("comparison") or [] if row["key"] == key), None) for s in summaries]
+        usable = [row for row in per_trial if row and row["default"] is not None and row["tuned"] is not None
+                  and (row["ratio"] is not None or row["default"] == 0)]
+        default, tuned = [row["default"] for row in usable], [row["tuned"] for row in usable]
+        interval = stats.ratio_interval(default, tuned)
+        row = {"key": key, "label": label, "unit": unit, "better": better, "default": mean(default),
+               "tuned": mean(tuned), "ratio": interval["ratio"], "low": interval["low"], "high": interval["high"],
+               "points": interval["points"], "trials": len(usable), "of": len(summaries)}
+        left_out = len(summaries) - len(usable)
+        if left_out:
+            row["note"] = f"{left_out} of {len(summaries)} trials without a comparable figure left out"
+        elif interval.get("note"):
+            row["note"] = interval["note"]
+        rows.append(row)
+    return rows
+
+
+def _verdict(trials: list[tuple[str, dict]], planned: object) -> dict:
+    """Valid when every trial is; else the kind most trials share (most telling first), with its count."""
+    verdicts = [(name, figures.get("verdict") or {}) for name, figures in trials]
+    kinds = Counter(v.get("verdict") or "unknown" for _, v in verdicts)
+    machines = {name: v for name, v in verdicts}
+    if not verdicts:
+        return {"valid": False, "verdict": "unknown", "sentence": "No trial has figures.", "trials": {}}
+    if set(kinds) == {"valid"}:
+        count = len(verdicts)
+        return {"valid": True, "verdict": "valid", "trials": machines,
+                "sentence": f"Valid: all {count} trials settled, and neither the host, JMeter, the backend nor "
+                            "memory bound them" + (f" (of {planned} planned)" if planned != count else "") + "."}
+    worst = sorted((k for k in kinds if k != "valid"), key=lambda k: (ORDER.index(k) if k in ORDER else len(ORDER)))[0]
+    name, first = next((name, v) for name, v in verdicts if v.get("verdict") == worst)
+    return {"valid": False, "verdict": worst, "trials": machines,
+            "sentence": f"{worst} in {kinds[worst]} of {len(verdicts)} trials; trial {name}: {first.get('sentence')}"}

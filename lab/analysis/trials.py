@@ -1,0 +1,48 @@
+"""Repeated trials: a ratio between the machines with its 95% confidence interval, by a paired
+percentile bootstrap over the trials (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993,
+ch. 13). Paired: a trial loads both machines under the same host conditions, so trials are resampled
+whole, keeping each trial's default and tuned figures together."""
+from __future__ import annotations
+
+import numpy
+
+RESAMPLES = 10_000
+CONFIDENCE = 0.95
+SEED = 20180101             # fixed: the same trials give the same interval
+
+
+def ratio_interval(default: list[float], tuned: list[float], confidence: float = CONFIDENCE,
+                   resamples: int = RESAMPLES) -> dict:
+    """mean(tuned) / mean(default) over the trials, with its bootstrap interval (None with one trial)."""
+    if len(default) != len(tuned):
+        raise ValueError(f"{len(default)} default and {len(tuned)} tuned trials: they must pair up")
+    pairs = [(d, t) for d, t in zip(default, tuned, strict=True) if d is not None and t is not None]
+    result: dict = {"trials": len(pairs), "confidence": confidence, "low": None, "high": None,
+                    "ratio": None, "points": [round(t / d, 6) if d else None for d, t in pairs],
+                    "method": f"paired percentile bootstrap over the trials, {resamples:,} resamples"}
+    if not pairs or sum(d for d, _ in pairs) == 0:
+        result["note"] = "no trial with figures for both machines"
+        return result
+    d, t = (numpy.array(column, dtype=float) for column in zip(*pairs, strict=True))
+    result["ratio"] = round(float(t.mean() / d.mean()), 6)
+    if len(pairs) < 2:
+        result["note"] = "one trial: no interval (--repeat N gives one)"
+        return result
+    picks = numpy.random.default_rng(SEED).integers(0, len(pairs), size=(resamples, len(pairs)))
+    sums = d[picks].sum(axis=1)
+    ratios = t[picks].sum(axis=1)[sums > 0] / sums[sums > 0]
+    tail = (1 - confidence) / 2 * 100
+    low, high = numpy.percentile(ratios, [tail, 100 - tail])
+    result.update(low=round(float(low), 6), high=round(float(high), 6))
+    if len(pairs) < 5:
+        # With n trials the bootstrap sees at most C(2n-1, n) distinct resamples (10 for 3): a coarse interval.
+        result["note"] = f"{len(pairs)} trials: a coarse interval; more trials narrow it"
+    return result
+
+
+def noise_floor(interval: dict) -> float | None:
+    """From an A/A comparison (both machines alike): the largest departure from 1 its interval allows,
+    the smallest difference this host can tell from noise."""
+    if interval.get("low") is None or interval.get("high") is None:
+        return None
+    return round(max(1 - interval["low"], interval["high"] - 1, 0.0), 6)

@@ -1,0 +1,112 @@
+"""The verdict on a run and each machine: may its ratio be read as the tuning's effect, and if not,
+what bound it. Computed from the figures already in the summary (JMeter's results, PCP, events)
+and from the load generator's own CPU counters (jmeter/loadgen.csv), with the figures behind it.
+
+Kinds, most telling first; a machine gets every kind that applies, the run the first of all:
+- not settled: no steady state (lab/analysis/steady.py): its ratio would compare warm-ups;
+- host-bound: the machines and JMeter share CPUs and the host had under HOST_IDLE_MIN_PCT idle;
+- load-generator-bound: JMeter used over LOADGEN_BUSY_MAX of the CPUs it had;
+- backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core;
+- memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit;
+- incomplete: the run was interrupted or failed before the plan's end.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.analysis import loadgen
+from lab.analysis.numbers import clock, number
+from lab.analysis.prose import NEAR_LIMIT, _mib
+from lab.machines import MACHINES
+
+HOST_IDLE_MIN_PCT = 10.0
+LOADGEN_BUSY_MAX = 0.9
+BACKEND_CPU_MAX_CORES = 0.9
+THRESHOLDS = {"host_idle_min_pct": HOST_IDLE_MIN_PCT, "loadgen_busy_max": LOADGEN_BUSY_MAX,
+              "backend_cpu_max_cores": BACKEND_CPU_MAX_CORES, "memory_near_limit": NEAR_LIMIT}
+ORDER = ("incomplete", "not settled", "host-bound", "load-generator-bound", "backend-bound", "memory-bound")
+
+
+def judge(summary: dict, loadgen_csv: Path) -> dict:
+    """{"valid", "verdict", "sentence", "machines": {name: {"findings", "checked"}}, "thresholds"}."""
+    run = summary.get("run") or {}
+    placement = run.get("placement") if isinstance(run.get("placement"), dict) else {}
+    rows = loadgen.read(loadgen_csv)
+    machines = {}
+    for name in MACHINES:
+        entry = (summary.get("machines") or {}).get(name) or {}
+        machines[name] = _judge_machine(name, entry, placement, rows)
+    findings = [f for name in MACHINES for f in machines[name]["findings"]]
+    ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
+    if ended.get("how") not in (None, "completed"):
+        findings.insert(0, {"kind": "incomplete", "machine": None, "figures": {"ended": ended},
+                            "sentence": f"The run was {ended['how']} during {ended.get('during', '?')}: its figures "
+                                        "cover only part of the plan."})
+    missing = [name for name in MACHINES if not (machines[name]["checked"] or machines[name]["findings"])]
+    findings.sort(key=lambda f: ORDER.index(f["kind"]))
+    if findings:
+        verdict, sentence = findings[0]["kind"], findings[0]["sentence"]
+    elif missing:
+        verdict, sentence = "unknown", f"No figures to judge {', '.join(missing)} by."
+    else:
+        verdict, sentence = "valid", ("Valid: both machines settled, and neither the host, JMeter, the backend nor "
+                                      "memory bound them (the figures below).")
+    return {"valid": verdict == "valid", "verdict": verdict, "sentence": sentence,
+            "kinds": sorted({f["kind"] for f in findings}, key=ORDER.index),
+            "placement": placement.get("note"), "machines": machines, "thresholds": THRESHOLDS,
+            "basis": "lab/analysis/verdict.py: steady-state detection, jmeter/loadgen.csv over each machine's "
+                     "steady window, PCP's per-process CPU over the load, the memory peak against the limit"}
+
+
+def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict]) -> dict:
+    findings: list[dict] = []
+    checked: list[str] = []
+    load = entry.get("load") or {}
+    window = load.get("window") or {}
+    if load:
+        if window.get("settled") is False:
+            reason = (window.get("detection") or {}).get("reason") or window.get("note") or "no steady state"
+            findings.append({"kind": "not settled", "machine": name, "figures": {"detection": window.get("detection")},
+                             "sentence": f"{name} never reached a steady state ({reason}): no ratio is reported; "
+                                         "a longer run (--duration) lets it settle."})
+        elif window.get("start_s") is not None:
+            checked.append(f"steady from {clock(window['start_s'])} ({window.get('warmup_s') or 0:.0f} s of warm-up "
+                           f"after the ramp-up) to {clock(window.get('end_s'))}")
+    host = loadgen.over(rows, window["start_at"], window["end_at"]) if window.get("duration_s", 0) > 0 else None
+    shared = not placement.get("dedicated", False)
+    if host:
+        cpus = placement.get("loadgen_cpus") or host["host_cpus"]
+        if shared and host["host_idle_pct"] is not None and host["host_idle_pct"] < HOST_IDLE_MIN_PCT:
+            findings.append({"kind": "host-bound", "machine": name, "figures": host,
+                             "sentence": f"The machines and JMeter shared this host's {host['host_cpus']} CPUs, and "
+                                         f"only {host['host_idle_pct']:.1f}% of them was idle while {name} was loaded: "
+                                         "the ratio shows how the host divided its CPUs, not what the tuning bought."})
+        else:
+            checked.append(f"host CPUs {host['host_idle_pct']:.0f}% idle ({'shared' if shared else 'dedicated'})")
+        if host["loadgen_cores"] is not None and cpus and host["loadgen_cores"] > LOADGEN_BUSY_MAX * cpus:
+            findings.append({"kind": "load-generator-bound", "machine": name, "figures": host,
+                             "sentence": f"JMeter used {host['loadgen_cores']:.2f} of its {cpus} CPUs while {name} was "
+                                         "loaded: the load generator, not the machine, set the pace."})
+        elif host["loadgen_cores"] is not None:
+            checked.append(f"JMeter {host['loadgen_cores']:.2f} cores of {cpus}")
+    backend = number(((entry.get("resources") or {}).get("cpu_cores_mean_by_role") or {}).get("backend"))
+    if backend is not None and backend > BACKEND_CPU_MAX_CORES:
+        findings.append({"kind": "backend-bound", "machine": name, "figures": {"backend_cpu_cores": backend},
+                         "sentence": f"{name}'s mock backend used {backend:.2f} cores (it is single-threaded: one "
+                                     "core is all it has): the backend set the pace, so the ratio understates what "
+                                     "the tuning can buy."})
+    elif backend is not None:
+        checked.append(f"backend {backend:.2f} cores")
+    peak = number((entry.get("memory") or {}).get("peak_bytes"))
+    limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
+    if peak is not None and limit:
+        if peak / limit >= NEAR_LIMIT:
+            findings.append({"kind": "memory-bound", "machine": name,
+                             "figures": {"peak_bytes": peak, "limit_bytes": limit},
+                             "sentence": f"{name} peaked at {peak / limit:.0%} of its {_mib(limit)} memory limit: it "
+                                         "held this load one burst from the OOM killer, so its figures hold only up "
+                                         "to this load."})
+        else:
+            checked.append(f"memory peak {peak / limit:.0%} of {_mib(limit)}")
+    return {"verdict": findings[0]["kind"] if findings else ("valid" if checked else "unknown"),
+            "findings": findings, "checked": checked}

@@ -1,0 +1,51 @@
+"""A repeated run's page (templates/trials.html.j2): the trials side by side, every ratio with its 95%
+interval over them, and one chart of each trial's throughput and ratio."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lab.analysis import repeated
+from lab.report.plotting import COLORS, Chart, figure, finish, style
+from lab.runfolder import RunFolder
+
+TEMPLATE = "trials.html.j2"
+
+
+def trials_chart(summary: dict) -> Chart:
+    chart = Chart("chart-trials", "Throughput by trial",
+                  "Left: each machine's steady-state throughput in each trial. Right: tuned ÷ default per trial, "
+                  "the ratio over all trials (line) and its 95% interval (band).")
+    trials = summary.get("trials") or []
+    numbers = [t["number"] for t in trials]
+    if not any(t.get("default_rps") is not None for t in trials):
+        chart.missing = ["default", "tuned"]
+        return chart
+    row = next((r for r in summary.get("comparison") or [] if r["key"] == "throughput_rps"), {})
+    with style():
+        fig, (left, right) = figure(2, sharey=False)
+        for machine in ("default", "tuned"):
+            left.plot(numbers, [t.get(f"{machine}_rps") for t in trials], "o-", color=COLORS[machine], label=machine)
+        left.set_ylabel("req/s")
+        left.set_ylim(bottom=0)
+        right.plot(numbers, [t.get("ratio") for t in trials], "o", color="#333", label="trial")
+        if row.get("ratio") is not None:
+            right.axhline(row["ratio"], color="#1b7fbf", linewidth=1.5, label=f"all trials {row['ratio']:.2f}×")
+        if row.get("low") is not None:
+            right.axhspan(row["low"], row["high"], color="#1b7fbf", alpha=0.15, label="95% interval")
+        right.axhline(1.0, color="#888", linestyle=":", linewidth=1)
+        right.set_ylabel("tuned ÷ default")
+        for ax in (left, right):
+            ax.set_xlabel("trial")
+            ax.set_xticks(numbers)
+        chart.png = finish(fig, [left, right], clock_x=False)
+    return chart
+
+
+def render(folder: RunFolder, environment) -> Path:
+    """Writes the repeated run's report/index.html from a fresh summary of its trials."""
+    summary = repeated.summarize(folder.root)
+    page = environment.get_template(TEMPLATE).render(summary=summary, charts=[trials_chart(summary)],
+                                                     now=time.time())
+    folder.write_text(folder.report_html, page)
+    return folder.report_html

@@ -1,0 +1,84 @@
+"""A repeated run (--repeat N): the trials compared with an interval on every ratio (lab/analysis/repeated.py),
+its page (lab/report/trials_page.py) and headline, from trial folders made here out of the stored real run."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from lab import report
+from lab.analysis import repeated, trials
+from lab.analysis.headline import headline
+from lab.runfolder import RunFolder
+
+pytestmark = pytest.mark.fast
+
+STORED_RUN = REPO / "tests" / "fixtures" / "run-local-tiny"
+STORED_SUMMARY = REPO / "tests" / "fixtures" / "run-local-tiny.summary.json"
+THROUGHPUT = [(700.0, 760.0), (730.0, 800.0), (720.0, 770.0)]       # default, tuned per trial
+
+
+def make_repeated_run(root: Path, throughput=THROUGHPUT, settled=(True, True, True),
+                      verdicts=("valid", "valid", "valid")) -> RunFolder:
+    """A run folder of len(throughput) trials: the stored run in each, its summary given these figures."""
+    folder = RunFolder(root)
+    base = json.loads(STORED_SUMMARY.read_text())
+    for number, ((default, tuned), steady, kind) in enumerate(zip(throughput, settled, verdicts, strict=True), 1):
+        trial = folder.trial(number)
+        shutil.copytree(STORED_RUN, trial.root)
+        order = ["default", "tuned"] if number % 2 else ["tuned", "default"]
+        trial.write_json(trial.run_json, {**json.loads(trial.run_json.read_text()), "order": order})
+        figures = json.loads(json.dumps(base))
+        for row in figures["comparison"]:
+            if row["key"] == "throughput_rps":
+                row.update(default=default, tuned=tuned, ratio=tuned / default if steady else None)
+                if not steady:
+                    row["note"] = "no ratio: default did not reach a steady state"
+        figures["verdict"] = {"verdict": kind, "valid": kind == "valid", "sentence": f"{kind} sentence"}
+        trial.write_json(trial.summary_json, figures)
+        trial.report_html.parent.mkdir(parents=True, exist_ok=True)
+        trial.report_html.write_text("trial report")
+    folder.write_json(folder.run_json, {"run_id": "repeated", "backend": "local", "schedule": "sequential",
+                                        "profile": base["run"]["profile"], "repeat": len(throughput)})
+    return folder
+
+
+def test_the_trials_give_each_ratio_its_interval(tmp_path: Path) -> None:
+    folder = make_repeated_run(tmp_path / "run")
+    summary = repeated.summarize(folder.root)
+    assert summary["kind"] == "repeated" and json.loads(folder.summary_json.read_text()) == summary
+    row = next(r for r in summary["comparison"] if r["key"] == "throughput_rps")
+    expected = trials.ratio_interval([d for d, _ in THROUGHPUT], [t for _, t in THROUGHPUT])
+    assert (row["ratio"], row["low"], row["high"]) == (expected["ratio"], expected["low"], expected["high"])
+    assert row["default"] == pytest.approx(716.6667, abs=1e-3) and row["trials"] == 3 and row["low"] > 1
+    assert [t["order"] for t in summary["trials"]] == [["default", "tuned"], ["tuned", "default"],
+                                                       ["default", "tuned"]]
+    assert summary["verdict"]["valid"] and summary["verdict"]["sentence"].startswith("Valid: all 3 trials")
+    lines = headline(summary)
+    assert lines[0].startswith("Result (3 trials, sequential,")
+    assert f"  tuned/default throughput: {row['ratio']:.2f}x (95% interval {row['low']:.2f}x-{row['high']:.2f}x, " \
+           "3 trials)" in lines
+
+
+def test_a_trial_that_did_not_settle_is_left_out_and_named(tmp_path: Path) -> None:
+    folder = make_repeated_run(tmp_path / "run", settled=(True, False, True),
+                               verdicts=("valid", "not settled", "host-bound"))
+    summary = repeated.summarize(folder.root)
+    row = next(r for r in summary["comparison"] if r["key"] == "throughput_rps")
+    assert row["trials"] == 2 and row["note"] == "1 of 3 trials without a comparable figure left out"
+    assert row["ratio"] == pytest.approx((760 + 770) / (700 + 720), abs=1e-6)
+    # the most telling kind first, with how many trials it struck
+    assert summary["verdict"]["verdict"] == "not settled" and not summary["verdict"]["valid"]
+    assert summary["verdict"]["sentence"] == "not settled in 1 of 3 trials; trial 2: not settled sentence"
+
+
+def test_the_page_of_a_repeated_run_shows_the_trials_and_their_intervals(tmp_path: Path) -> None:
+    folder = make_repeated_run(tmp_path / "run")
+    html = report.render(folder.root).read_text()
+    assert '<div id="verdict" class="banner ok">' in html and html.count('href="../trials/') == 3
+    row = next(r for r in repeated.summarize(folder.root)["comparison"] if r["key"] == "throughput_rps")
+    assert f"{row['ratio']:.2f}× [{row['low']:.2f}–{row['high']:.2f}×]" in html
+    assert "tuned then default" in html and html.count("data:image/png;base64,") == 1
