@@ -75,7 +75,7 @@ def _profile(args: argparse.Namespace) -> load.LoadProfile:
         if value < smallest:
             raise StepFailed(f"{option} {value}: must be {smallest} or more")
         overrides[field] = value
-    if (args.repeat or 1) < 1:
+    if args.repeat is not None and args.repeat < 1:
         raise StepFailed(f"--repeat {args.repeat}: must be 1 or more")
     chosen = replace(profile, **overrides)
     if chosen.ramp_s > chosen.duration_s:

@@ -101,25 +101,25 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None
             return _finish(folder, _trial(setup, folder, MACHINES))
         trials: list[dict] = []
         measured = _Measured()
-        for number in range(1, repeat + 1):
-            order = MACHINES if number % 2 or schedule == "parallel" else tuple(reversed(MACHINES))
-            info(f"trial {number} of {repeat}" + (f" ({' then '.join(order)})" if schedule == "sequential" else ""))
-            measured = _trial(setup, folder.trial(number), order)
-            trials.append({"number": number, "order": list(order), "ended": measured.ended,
-                           "folder": folder.relative(folder.trial(number).root)})
-            if measured.ended["how"] != "completed":
-                break
-            with step(f"Summarising trial {number}"):
-                _make_report(folder.trial(number))
-        with interrupts.deferred():
-            first = folder.trial(1)
-            for path in (first.status_json, first.knobs_json):
-                if path.is_file():
-                    shutil.copyfile(path, folder.root / path.name)
-            folder.write_json(folder.run_json, {
-                **_run_json(backend, profile, schedule, folder, measured), "placement": placed, "repeat": repeat,
-                "trials": trials, "started_at": _trial_time(folder, "started_at", min),
-                "ended_at": _trial_time(folder, "ended_at", max)})
+        try:
+            for number in range(1, repeat + 1):
+                order = MACHINES if number % 2 or schedule == "parallel" else tuple(reversed(MACHINES))
+                info(f"trial {number} of {repeat}" + (f" ({' then '.join(order)})" if schedule == "sequential" else ""))
+                measured = _trial(setup, folder.trial(number), order)
+                trials.append({"number": number, "order": list(order), "ended": measured.ended,
+                               "problems": measured.problems + (measured.result.problems if measured.result else []),
+                               "folder": folder.relative(folder.trial(number).root)})
+                if measured.ended["how"] != "completed":
+                    measured.ended = {**measured.ended, "during": f"trial {number}: {measured.ended['during']}"}
+                    break
+                measured.phase = f"summarising trial {number}"
+                with step(f"Summarising trial {number}"):
+                    _make_report(folder.trial(number))
+        except KeyboardInterrupt:       # between trials (or in a trial's report): the run still says how it ended
+            measured.ended = {"how": "interrupted", "during": measured.phase}
+        finally:
+            with interrupts.deferred():
+                _write_repeated_run_json(setup, folder, measured, repeat, trials)
         return _finish(folder, measured)
 
 
@@ -164,10 +164,21 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
     return measured
 
 
-def _trial_time(folder: RunFolder, key: str, pick) -> float | None:
-    times = [t for t in (json.loads(trial.run_json.read_text()).get(key) for trial in folder.trials()
-                         if trial.run_json.is_file()) if isinstance(t, (int, float))]
-    return pick(times) if times else None
+def _write_repeated_run_json(setup: _Setup, folder: RunFolder, measured: _Measured, repeat: int,
+                             trials: list[dict]) -> None:
+    """The repeated run's own run.json (and the first trial's status and knobs): its trials and how it ended."""
+    first = folder.trial(1)
+    for path in (first.status_json, first.knobs_json):
+        if path.is_file():
+            shutil.copyfile(path, folder.root / path.name)
+    times = [folder.read_json(trial.run_json, [], "run") or {} for trial in folder.trials()]
+    starts = [t["started_at"] for t in times if isinstance(t.get("started_at"), (int, float))]
+    ends = [t["ended_at"] for t in times if isinstance(t.get("ended_at"), (int, float))]
+    single = _run_json(setup.backend, setup.profile, setup.schedule, folder, measured)
+    folder.write_json(folder.run_json, {
+        **single, "placement": setup.placed, "repeat": repeat, "trials": trials,
+        "planned_s": single["planned_s"] * repeat, "problems": [p for t in trials for p in t["problems"]],
+        "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None})
 
 
 @dataclass
@@ -227,7 +238,7 @@ def _run_json(backend: Backend, profile: load.LoadProfile, schedule: str, folder
               measured: _Measured) -> dict:
     result = measured.result
     return {
-        "run_id": folder.root.name, "backend": backend.name, "backend_note": backend.emulation_note,
+        "run_id": folder.run_id, "backend": backend.name, "backend_note": backend.emulation_note,
         "schedule": schedule, "profile": asdict(profile),
         "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,

@@ -1,8 +1,9 @@
 """Where the machines and the load generator run: CPUs of their own when the host has enough, else shared.
 
 A side-by-side comparison is only fair when neither machine steals CPU time from the other or from JMeter,
-so each machine gets a cpuset of its own and JMeter the rest. A host too small for that shares all CPUs,
-and then the machines are loaded one after the other so that they never compete with each other.
+so plan() gives each machine CPUs of its own and JMeter the rest. A host too small for that shares all CPUs,
+and then the machines are loaded one after the other so that they never compete with each other. Nothing
+pins the machines yet: for_backend() says what a run really gets.
 """
 from __future__ import annotations
 

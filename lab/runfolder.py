@@ -118,6 +118,13 @@ class RunFolder:
         return self.jmeter.log
 
     @property
+    def run_id(self) -> str:
+        """The run's name: its folder's, a trial's with its run's (20261123-174537-trial-2)."""
+        if self.root.parent.name == "trials" and self.root.name.isdecimal():
+            return f"{self.root.parent.parent.name}-trial-{self.root.name}"
+        return self.root.name
+
+    @property
     def trials_dir(self) -> Path:
         return self.root / "trials"
 

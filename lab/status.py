@@ -7,21 +7,28 @@ import urllib.error
 import urllib.request
 
 from lab.machines import manifest
-from lab.machines.manifest import Manifest
 from lab.machines.protocol import Backend
 
 REQUESTS_SERVED = re.compile(r'^tomcat_global_request_seconds_count\{name="([^"]+)",\} ([0-9.E+]+)$', re.M)
 
 
-def _fetch_inside(backend: Backend, name: str, url: str) -> str | None:
-    """GET a loopback URL from inside the machine (management and server-status are loopback-only)."""
-    result = backend.run_in(name, ["curl", "-sf", "-m", "10", url])
-    return result.stdout if result.returncode == 0 else None
+# GETs loopback URLs from inside the machine in one command (on a VM each command is an SSH round trip):
+# each body, then a line with curl's exit status.
+_FETCH_EACH = 'for url in "$@"; do curl -sf -m 10 "$url"; status=$?; echo; echo "@@lab-fetched $status"; done'
+_FETCHED = re.compile(r"\n@@lab-fetched (\d+)(?:\n|\Z)")      # Ansible strips the last newline
 
 
-def _requests_per_connector(backend: Backend, name: str, machine: Manifest) -> dict[str, float]:
-    metrics = _fetch_inside(backend, name, machine.management_url("/actuator/prometheus")) or ""
-    return {connector: float(count) for connector, count in REQUESTS_SERVED.findall(metrics)}
+def _fetch_inside(backend: Backend, name: str, *urls: str) -> list[str | None]:
+    """GET loopback URLs from inside the machine (management and server-status are loopback-only): each body,
+    or None where it failed."""
+    result = backend.run_in(name, ["sh", "-c", _FETCH_EACH, "sh", *urls])
+    parts = _FETCHED.split(result.stdout)      # body, status, body, status, …, ""
+    bodies = [body if status == "0" else None for body, status in zip(parts[0::2], parts[1::2], strict=False)]
+    return (bodies + [None] * len(urls))[:len(urls)]
+
+
+def _requests_per_connector(metrics: str | None) -> dict[str, float]:
+    return {connector: float(count) for connector, count in REQUESTS_SERVED.findall(metrics or "")}
 
 
 # Straight to the machine: a proxy from the environment must not answer for it.
@@ -53,18 +60,20 @@ def observe(backend: Backend, name: str) -> dict:
         return machine
 
     observed = machine["observed"]
-    server_status = _fetch_inside(backend, name, wiring.server_status_url) or ""
-    mpm = re.search(r"^ServerMPM: (\w+)", server_status, re.M)
+    prometheus = wiring.management_url("/actuator/prometheus")
+    server_status, metrics_before = _fetch_inside(backend, name, wiring.server_status_url, prometheus)
+    mpm = re.search(r"^ServerMPM: (\w+)", server_status or "", re.M)
     observed["httpd_mpm"] = mpm[1] if mpm else None
 
     # Which Tomcat connector served a request sent through HTTPD tells how HTTPD proxies.
-    before = _requests_per_connector(backend, name, wiring)
+    before = _requests_per_connector(metrics_before)
     machine["http_status"] = _get(url)
-    after = _requests_per_connector(backend, name, wiring)
+    metrics_after, info_text = _fetch_inside(backend, name, prometheus, wiring.management_url("/actuator/info"))
+    after = _requests_per_connector(metrics_after)
     served = [connector for connector, count in after.items() if count > before.get(connector, 0)]
     observed["proxy_protocol"] = ("ajp" if served[0].startswith("ajp-") else "http") if served else None
 
-    info = json.loads(_fetch_inside(backend, name, wiring.management_url("/actuator/info")) or "{}")
+    info = json.loads(info_text or "{}")
     connectors = info.get("tomcat", {}).get("connectors", [])
     ajp = [c["protocol"] for c in connectors if ".ajp." in c.get("protocol", "")]
     observed["tomcat_ajp_protocol"] = ajp[0].rsplit(".", 1)[1] if ajp else None

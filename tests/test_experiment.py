@@ -129,8 +129,24 @@ def test_an_interrupted_trial_ends_the_repeated_run_and_says_so(steps, monkeypat
     assert experiment.run(FakeBackend(), load.QUICK, "parallel", repeat=3) == 130
     top = _run_json(steps)
     assert [t["number"] for t in top["trials"]] == [1, 2] and top["interrupted"]
+    assert top["ended"] == {"how": "interrupted", "during": "trial 2: the load"}
     assert top["trials"][1]["ended"] == {"how": "interrupted", "during": "the load"}
     assert not (steps["run"] / "trials" / "3").exists() and steps["recording"] == set()
+
+
+def test_ctrl_c_while_a_trial_is_summarised_still_leaves_the_runs_own_record(steps, monkeypatch):
+    def render(root):
+        if Path(root).parent.name == "trials":
+            raise KeyboardInterrupt
+        (Path(root) / "report").mkdir(exist_ok=True)
+        (Path(root) / "report" / "index.html").write_text("report")
+        return Path(root) / "report" / "index.html"
+    monkeypatch.setattr(report, "render", render)
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel", repeat=3) == 130
+    top = _run_json(steps)
+    assert top["ended"] == {"how": "interrupted", "during": "summarising trial 1"} and top["repeat"] == 3
+    assert [t["number"] for t in top["trials"]] == [1] and top["planned_s"] == 3 * load.QUICK.duration_s
+    assert (steps["run"] / "report" / "index.html").is_file() and steps["recording"] == set()
 
 
 @pytest.mark.parametrize("step, during", [("start tuned", "starting PCP's logger"),

@@ -329,6 +329,32 @@ def test_the_report_renders_in_chromium_with_every_section(quick_run):
     assert shot.png.stat().st_size > 50_000
 
 
+def test_repeated_trials_each_keep_their_evidence_and_the_run_compares_them(quick_run):
+    result = start("run", "--quick", "--ramp", "5", "--duration", "40", "--repeat", "2", "--schedule", "parallel",
+                   timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    run_dir = (REPO / "runs" / "latest").resolve()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["repeat"] == 2 and [t["number"] for t in run["trials"]] == [1, 2] and not run["interrupted"]
+    assert run["started_at"] < run["ended_at"] and run["planned_s"] == 80
+    for number in (1, 2):
+        trial = run_dir / "trials" / str(number)
+        assert json.loads((trial / "run.json").read_text())["ended"] == {"how": "completed"}
+        assert (trial / "report" / "index.html").is_file() and (trial / "jmeter" / "loadgen.csv").is_file()
+        for machine in ("default", "tuned"):
+            assert (trial / "jmeter" / machine / "results.csv").stat().st_size > 1000
+            assert list((trial / "machines" / machine / "pcp").glob("*.index")), (number, machine)
+        assert f"trial {number} of 2" in result.stderr
+        assert f"Trial {number}: {trial}/report/index.html" in result.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["kind"] == "repeated" and [t["number"] for t in summary["trials"]] == [1, 2]
+    row = next(r for r in summary["comparison"] if r["key"] == "samples_all")
+    assert row["trials"] == 2 and len(row["points"]) == 2 and row["low"] <= row["ratio"] <= row["high"]
+    assert "\n".join(headline(summary)) in result.stderr
+    html = (run_dir / "report" / "index.html").read_text()
+    assert html.count('href="../trials/') == 2 and '<div id="verdict"' in html
+
+
 def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_run):
     """The write-up's default machine died under load; the lab must show when and why."""
     previous = (REPO / "runs" / "latest").resolve()
@@ -419,6 +445,17 @@ def test_fetching_over_ansible_brings_the_machines_files(status, tmp_path):
         assert pulled.problem == "not copied, a link or not a plain file: app/gc/gc.log.planted"
     finally:
         planted.unlink()
+
+
+def test_what_a_machine_runs_reads_the_same_over_ansible(status):
+    # VMs and SSH hosts are observed through Ansible's command module (a few batched commands: each is an SSH
+    # round trip there); here through the local inventory's connection, against the local backend's own reading.
+    from lab import status as observing
+    over_ansible = observing.observe(SshBackend(LocalBackend.inventory), "tuned")
+    direct = observing.observe(LocalBackend(), "tuned")
+    assert over_ansible["observed"] == direct["observed"]
+    assert direct["observed"]["proxy_protocol"] == "ajp" and direct["observed"]["httpd_mpm"] == "worker"
+    assert over_ansible["http_status"] == 200 and over_ansible["state"] == "up"
 
 
 def test_later_commands_use_the_backend_of_the_lab_that_is_up(status):

@@ -222,7 +222,7 @@ def test_sequential_load_runs_one_machine_after_the_other(processes, tmp_path: P
     out = tmp_path / "run"
     result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()},
                       load.LoadProfile(users=2, ramp_s=2, duration_s=7, keep_alive=False), out, schedule="sequential",
-                      on_progress=seen.append, path="/data")
+                      on_progress=seen.append, path="/data", order=("tuned", "default"))
 
     assert not result.interrupted and result.problems == []
     spans = {}
@@ -236,12 +236,17 @@ def test_sequential_load_runs_one_machine_after_the_other(processes, tmp_path: P
         stamps = [int(row["timeStamp"]) for row in rows]
         spans[machine] = (min(stamps), max(stamps))
         assert result.dashboards[machine].is_file()
-    assert spans["default"][1] < spans["tuned"][0]
-    # while default ran, tuned waited
-    assert any(p["machines"]["tuned"]["state"] == "waiting" and p["machines"]["default"]["samples"] for p in seen)
+    # in the order asked for (repeated trials alternate it): tuned, then default
+    assert spans["tuned"][1] < spans["default"][0]
+    assert any(p["machines"]["default"]["state"] == "waiting" and p["machines"]["tuned"]["samples"] for p in seen)
     assert seen[-1]["planned_s"] == 14
     log = (out / "jmeter.log").read_text()
-    assert "==== default" in log and "==== tuned" in log
+    assert 0 <= log.index("==== tuned") < log.index("==== default")
+    # one JMeter per machine, each one's CPU counted from its own rows
+    rows = loadgen.read(out / "loadgen.csv")
+    assert len({row["loadgen_pid"] for row in rows}) == 2
+    whole = loadgen.over(rows, result.started_at, result.ended_at)
+    assert whole is not None and 0 < whole["loadgen_cores"] <= os.cpu_count()
     assert not jmeter_processes(tmp_path)
 
 

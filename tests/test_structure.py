@@ -185,7 +185,8 @@ def test_with_errors_the_headline_compares_what_was_answered_well() -> None:
     for machine in ("default", "tuned"):
         summary["machines"][machine]["load"]["window"]["settled"] = True
     default = summary["machines"]["default"]["load"]
-    default.update(throughput_rps=600.0, error_rate=0.75, errors=27000)
-    summary["machines"]["tuned"]["load"].update(throughput_rps=300.0, error_rate=0.0, errors=0)
+    default.update(throughput_rps=600.0, good_throughput_rps=150.0, error_rate=0.75, errors=27000)
+    summary["machines"]["tuned"]["load"].update(throughput_rps=300.0, good_throughput_rps=300.0, error_rate=0.0,
+                                                errors=0)
     assert "  tuned/default requests answered without error, per second: 2.00x (300.0 req/s vs 150.0 req/s)" \
         in headline(summary)

@@ -7,9 +7,12 @@ import os
 import time
 from pathlib import Path
 
+import numpy
 import pytest
 
+from lab import placement
 from lab.analysis import loadgen, verdict
+from lab.analysis.numbers import clock
 from lab.load import cpu
 
 pytestmark = pytest.mark.fast
@@ -38,9 +41,11 @@ def machine(start_at: float = 1030.0, end_at: float = 1200.0, settled: bool = Tr
             "memory": {"peak_bytes": peak}, "observed": {"jvm_memory_limit_bytes": limit}}
 
 
-def summary(placement: dict | None = None, **machines: dict) -> dict:
-    return {"run": {"placement": placement or {"dedicated": False, "note": "shared: 2 CPUs"},
-                    "ended": {"how": "completed"}},
+SHARED = placement.plan([0, 1]).as_json()
+
+
+def summary(placed: dict | None = None, **machines: dict) -> dict:
+    return {"run": {"placement": placed or SHARED, "ended": {"how": "completed"}, "schedule": "sequential"},
             "machines": {"default": machines.get("default") or machine(), "tuned": machines.get("tuned") or machine()}}
 
 
@@ -59,10 +64,19 @@ def test_a_saturated_shared_host_makes_the_run_host_bound(tmp_path: Path) -> Non
     assert not judged["valid"] and judged["verdict"] == "host-bound"
     finding = judged["machines"]["tuned"]["findings"][0]
     assert finding["figures"]["host_idle_pct"] == pytest.approx(1.5) and finding["figures"]["host_cpus"] == 2
-    assert "only 1.5% of them was idle" in judged["sentence"] and "not what the tuning bought" in judged["sentence"]
+    assert judged["sentence"].startswith("default shared this host's 2 CPUs with JMeter, and only 1.5% of them was idle")
+    assert "not what the tuning bought" in judged["sentence"]
     # the same counters with CPUs of their own: the host's business is not the machines'
-    dedicated = verdict.judge(summary({"dedicated": True, "note": "dedicated"}), csv_path)
+    dedicated = verdict.judge(summary(placement.plan(range(8)).as_json()), csv_path)
     assert dedicated["verdict"] == "valid"
+
+
+def test_jmeter_is_judged_against_the_cpus_it_was_given(tmp_path: Path) -> None:
+    # 8 CPUs, JMeter on 4 of them (4-7) using 3.7 cores: over 90% of its own, though under half the host's
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=8, busy_share=0.8, jmeter_cores=3.7)
+    judged = verdict.judge(summary(placement.plan(range(8)).as_json()), csv_path)
+    assert judged["verdict"] == "load-generator-bound"
+    assert "JMeter used 3.70 of its 4 CPUs" in judged["sentence"]
 
 
 def test_each_bound_is_found_with_its_figures(tmp_path: Path) -> None:
@@ -81,14 +95,23 @@ def test_a_machine_that_did_not_settle_comes_first_and_an_unfinished_run_before_
     judged = verdict.judge(summary(default=machine(settled=False)), csv_path)
     assert judged["verdict"] == "not settled" and "default never reached a steady state" in judged["sentence"]
     stopped = summary()
-    stopped["run"]["ended"] = {"how": "interrupted", "during": "the load"}
-    assert verdict.judge(stopped, csv_path)["verdict"] == "incomplete"
+    stopped["run"]["ended"] = {"how": "failed", "during": "the load"}
+    judged = verdict.judge(stopped, csv_path)
+    assert judged["verdict"] == "incomplete" and judged["sentence"].startswith("The run was stopped by an error during")
 
 
 def test_without_figures_the_verdict_is_unknown_not_valid(tmp_path: Path) -> None:
     empty = {"run": {}, "machines": {"default": {}, "tuned": {}}}
     judged = verdict.judge(empty, tmp_path / "missing.csv")
     assert judged["verdict"] == "unknown" and not judged["valid"]
+    # one machine without results, everything else fine: still not valid
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.5, jmeter_cores=0.3)
+    judged = verdict.judge(summary(tuned={"memory": {"peak_bytes": 1.0}}), csv_path)
+    assert judged["verdict"] == "unknown" and judged["sentence"] == "Not every check could be made (tuned: no JMeter " \
+        "results)."
+    # a run from before the lab sampled the host's CPU
+    old = verdict.judge(summary(), tmp_path / "no-loadgen.csv")
+    assert old["verdict"] == "unknown" and "the host's and JMeter's CPU" in old["sentence"]
 
 
 def test_the_sampler_writes_what_the_reader_reads(tmp_path: Path) -> None:
@@ -106,3 +129,46 @@ def test_the_sampler_writes_what_the_reader_reads(tmp_path: Path) -> None:
     assert figures is not None and figures["host_cpus"] == os.cpu_count()
     assert 0.5 < figures["loadgen_cores"] <= 1.05 and figures["host_busy_cores"] >= 0.5 * figures["loadgen_cores"]
     assert cpu.process_cpu_s(2 ** 22 + 12345) is None      # a process that is gone
+
+
+def test_a_run_long_enough_to_settle_gets_its_ratio_and_a_valid_verdict(tmp_path: Path) -> None:
+    # 150 s per machine, a 10 s ramp: default answers 20 requests a second in 40 ms after a 30 s warm-up in which it
+    # is slower, tuned 25 a second in 30 ms from the start. Figures as lab/analysis computes them from the CSVs.
+    from lab.analysis.summary import summarize
+    from lab.load import CSV_COLUMNS
+    from lab.runfolder import RunFolder
+    folder = RunFolder(tmp_path / "run")
+    t0 = 1_800_000_000.0
+    rng = numpy.random.default_rng(3)
+    for machine, rate, elapsed, warm in (("default", 20, 40, 30), ("tuned", 25, 30, 0)):
+        path = folder.results(machine)
+        path.parent.mkdir(parents=True)
+        with path.open("w", newline="") as stream:
+            writer = csv.writer(stream)
+            writer.writerow(CSV_COLUMNS)
+            for second in range(150):
+                slow = 10 <= second < 10 + warm
+                for i in range((rate // 2) if slow else rate):
+                    took = int(rng.normal(elapsed * (3 if slow else 1), 3))
+                    stamp = int((t0 + second + i / rate) * 1000)
+                    writer.writerow([stamp, took, machine, 200, "OK", f"{machine} 1-1", "text", "true", "", 100, 50,
+                                     5, 5, "http://10.0.0.1/x", took, 0, 0])
+    folder.write_json(folder.run_json, {"run_id": "settled", "backend": "local", "schedule": "sequential",
+                                        "profile": {"users": 5, "ramp_s": 10, "duration_s": 150},
+                                        "started_at": t0, "ended_at": t0 + 151, "ended": {"how": "completed"},
+                                        "placement": SHARED})
+    write_loadgen(folder.jmeter.loadgen, 151, cpus=2, busy_share=0.5, jmeter_cores=0.2, start=t0)
+    figures = summarize(folder.root, use_gcviewer=False)
+    default, tuned = (figures["machines"][m]["load"] for m in ("default", "tuned"))
+    assert default["window"]["settled"] and tuned["window"]["settled"]
+    # the warm-up (10..40 s) is cut; MSER may cut a little more, never past the first half of what follows the ramp
+    assert 38 <= default["window"]["start_s"] <= 80 and tuned["window"]["start_s"] <= 80
+    rows = {row["key"]: row for row in figures["comparison"]}
+    assert rows["throughput_rps"]["ratio"] == pytest.approx(25 / 20, rel=0.02)
+    assert rows["p50_ms"]["ratio"] == pytest.approx(30 / 40, rel=0.05)
+    judged = figures["verdict"]
+    # no PCP archive here: the backend and memory checks are not made, but nothing found bounds the run
+    assert judged["machines"]["default"]["checked"][:2] == [
+        f"steady from {clock(default['window']['start_s'])} ({default['window']['warmup_s']:.0f} s of warm-up after "
+        f"the ramp-up) to {clock(default['window']['end_s'])}", "host CPUs 50% idle (shared)"]
+    assert judged["verdict"] == "valid", judged

@@ -50,11 +50,14 @@ def headline(summary: dict) -> list[str]:
     verdict = summary.get("verdict") or {}
     if verdict:
         lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
-    lines.append("  One trial: the ratio carries no interval of its own (see the report's notes).")
+    lines.append("  One trial: the ratio carries no interval of its own (--repeat N gives one).")
     return lines
 
 
 def _served_well(load: dict) -> float | None:
+    """Requests answered without error per second (summaries from before it was a figure: from the rate)."""
+    if "good_throughput_rps" in load:
+        return number(load["good_throughput_rps"])
     rate, errors = number(load.get("throughput_rps")), number(load.get("error_rate"))
     return None if rate is None else rate * (1 - (errors or 0))
 
@@ -66,7 +69,7 @@ def interval_text(row: dict) -> str:
     if row.get("low") is None:
         return f"{_times(row['ratio'])} ({row.get('note') or 'no interval'})"
     return (f"{_times(row['ratio'])} (95% interval {_times(row['low'])}-{_times(row['high'])}, "
-            f"{row['trials']} trials)")
+            f"{row['trials']} trials" + (f"; {row['note']}" if row.get("note") else "") + ")")
 
 
 def _repeated(summary: dict) -> list[str]:
@@ -82,6 +85,9 @@ def _repeated(summary: dict) -> list[str]:
     for key, label in (("throughput_rps", "throughput"), ("p95_ms", "p95 latency")):
         if key in rows:
             lines.append(f"  tuned/default {label}: {interval_text(rows[key])}")
+    note = (summary.get("definitions") or {}).get("interval_note")
+    if note:
+        lines.append(f"  ({note}.)")
     verdict = summary.get("verdict") or {}
     lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
     return lines

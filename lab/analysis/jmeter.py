@@ -152,7 +152,7 @@ def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict) -> di
               "basis": "from the end of the warm-up (" + settled.rule + ") to the last sample's end; "
                        "samples that started in it"}
     if window["duration_s"] <= 0:
-        window["note"] = "the load ended before the ramp-up did: no steady state"
+        window["note"] = "no steady state: the load ended before the ramp-up did"
     elif not settled.settled:
         window["note"] = f"no steady state: {settled.reason}"
     steady_ms = steady_start * 1000.0

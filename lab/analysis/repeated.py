@@ -44,8 +44,9 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
         "trials": [_trial_row(trial, figures, folder) for trial, figures in trials],
         "comparison": _comparison([figures for _, figures in trials]),
         "verdict": _verdict([(trial.root.name, figures) for trial, figures in trials], run.get("repeat")),
-        "definitions": {"interval": f"95% {stats.ratio_interval([], [])['method']}; the ratio is mean(tuned) / "
-                                    "mean(default) over the trials whose figures are comparable",
+        "definitions": {"interval": f"95% {stats.METHOD}; the ratio is mean(tuned) / mean(default) over the trials "
+                                    "whose figures are comparable",
+                        "interval_note": stats.few_trials_note(len(trials)),
                         **((trials[0][1].get("definitions") or {}) if trials else {})},
         "problems": problems,
     }
@@ -69,22 +70,24 @@ def _trial_row(trial: RunFolder, figures: dict, folder: RunFolder) -> dict:
 
 def _comparison(summaries: list[dict]) -> list[dict]:
     """Every row of a single run's comparison, over the trials: the means, the ratio and its interval.
-    A trial whose row has no ratio of its own (no steady state, or measured differently) is left out."""
+    A trial whose row has no ratio of its own (no steady state, zero on default, measured differently) is left
+    out of the ratio, and the row says how many were and why."""
     rows = []
     for key, label, unit, _get, better in single.COMPARED:
         per_trial = [next((row for row in s.get("comparison") or [] if row["key"] == key), None) for s in summaries]
-        usable = [row for row in per_trial if row and row["default"] is not None and row["tuned"] is not None
-                  and (row["ratio"] is not None or row["default"] == 0)]
-        default, tuned = [row["default"] for row in usable], [row["tuned"] for row in usable]
-        interval = stats.ratio_interval(default, tuned)
-        row = {"key": key, "label": label, "unit": unit, "better": better, "default": mean(default),
-               "tuned": mean(tuned), "ratio": interval["ratio"], "low": interval["low"], "high": interval["high"],
+        present = [row for row in per_trial if row and row["default"] is not None and row["tuned"] is not None]
+        usable = [row for row in present if row["ratio"] is not None]
+        interval = stats.ratio_interval([row["default"] for row in usable], [row["tuned"] for row in usable])
+        row = {"key": key, "label": label, "unit": unit, "better": better,
+               "default": mean([r["default"] for r in present]), "tuned": mean([r["tuned"] for r in present]),
+               "ratio": interval["ratio"], "low": interval["low"], "high": interval["high"],
                "points": interval["points"], "trials": len(usable), "of": len(summaries)}
+        zeros = sum(1 for r in present if r["ratio"] is None and r["default"] == 0 and r["tuned"] == 0)
         left_out = len(summaries) - len(usable)
-        if left_out:
-            row["note"] = f"{left_out} of {len(summaries)} trials without a comparable figure left out"
-        elif interval.get("note"):
-            row["note"] = interval["note"]
+        if zeros == left_out and zeros:
+            row["note"] = f"0 on both machines in {zeros} of {len(summaries)} trials"
+        elif left_out:
+            row["note"] = f"{left_out} of {len(summaries)} trials without a ratio of their own left out"
         rows.append(row)
     return rows
 

@@ -34,7 +34,7 @@ from lab.machines import MACHINES
 from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
 
-SCHEMA = 1
+SCHEMA = 2                  # 2: the verdict, the detected steady state, JMeter's percentiles
 MEMORY_EVENTS_SOURCE = "events.json peak_memory_bytes (the machine's memory peak)"
 
 
@@ -89,7 +89,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
 
     summary: dict = {
         "schema": SCHEMA, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
-        "run": {"run_id": run.get("run_id") or folder.root.name, "backend": backend,
+        "run": {"run_id": run.get("run_id") or folder.run_id, "backend": backend,
                 "backend_note": run.get("backend_note") or (status or {}).get("note"),
                 "schedule": run.get("schedule"), "profile": profile, "started_at": started, "ended_at": ended,
                 "duration_s": round(ended - started, 3) if started is not None and ended is not None else None,

@@ -9,6 +9,8 @@ Kinds, most telling first; a machine gets every kind that applies, the run the f
 - backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core;
 - memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit;
 - incomplete: the run was interrupted or failed before the plan's end.
+A run is valid only when every check could be made: a machine without JMeter results, or a run without
+jmeter/loadgen.csv (runs from before the lab sampled it), is "unknown", with what was not checked.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from lab.analysis import loadgen
 from lab.analysis.numbers import clock, number
 from lab.analysis.prose import NEAR_LIMIT, _mib
 from lab.machines import MACHINES
+from lab.placement import LOADGEN, parse_cpulist
 
 HOST_IDLE_MIN_PCT = 10.0
 LOADGEN_BUSY_MAX = 0.9
@@ -35,19 +38,19 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
     machines = {}
     for name in MACHINES:
         entry = (summary.get("machines") or {}).get(name) or {}
-        machines[name] = _judge_machine(name, entry, placement, rows)
+        machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"))
     findings = [f for name in MACHINES for f in machines[name]["findings"]]
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
         findings.insert(0, {"kind": "incomplete", "machine": None, "figures": {"ended": ended},
-                            "sentence": f"The run was {ended['how']} during {ended.get('during', '?')}: its figures "
-                                        "cover only part of the plan."})
-    missing = [name for name in MACHINES if not (machines[name]["checked"] or machines[name]["findings"])]
+                            "sentence": f"The run was {'stopped by an error' if ended['how'] == 'failed' else ended['how']} "
+                                        f"during {ended.get('during', '?')}: its figures cover only part of the plan."})
+    unchecked = [f"{name}: {what}" for name in MACHINES for what in machines[name]["unchecked"]]
     findings.sort(key=lambda f: ORDER.index(f["kind"]))
     if findings:
         verdict, sentence = findings[0]["kind"], findings[0]["sentence"]
-    elif missing:
-        verdict, sentence = "unknown", f"No figures to judge {', '.join(missing)} by."
+    elif unchecked:
+        verdict, sentence = "unknown", f"Not every check could be made ({'; '.join(unchecked)})."
     else:
         verdict, sentence = "valid", ("Valid: both machines settled, and neither the host, JMeter, the backend nor "
                                       "memory bound them (the figures below).")
@@ -58,12 +61,15 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
                      "steady window, PCP's per-process CPU over the load, the memory peak against the limit"}
 
 
-def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict]) -> dict:
+def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], schedule: str | None) -> dict:
     findings: list[dict] = []
     checked: list[str] = []
+    unchecked: list[str] = []
     load = entry.get("load") or {}
     window = load.get("window") or {}
-    if load:
+    if not load:
+        unchecked.append("no JMeter results")
+    else:
         if window.get("settled") is False:
             reason = (window.get("detection") or {}).get("reason") or window.get("note") or "no steady state"
             findings.append({"kind": "not settled", "machine": name, "figures": {"detection": window.get("detection")},
@@ -74,13 +80,17 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict]) ->
                            f"after the ramp-up) to {clock(window.get('end_s'))}")
     host = loadgen.over(rows, window["start_at"], window["end_at"]) if window.get("duration_s", 0) > 0 else None
     shared = not placement.get("dedicated", False)
+    if load and not host:
+        unchecked.append("the host's and JMeter's CPU (no jmeter/loadgen.csv rows in its steady window)")
     if host:
-        cpus = placement.get("loadgen_cpus") or host["host_cpus"]
+        cpus = len(parse_cpulist(((placement.get("cpus") or {}).get(LOADGEN)) or "")) or host["host_cpus"]
         if shared and host["host_idle_pct"] is not None and host["host_idle_pct"] < HOST_IDLE_MIN_PCT:
+            others = "JMeter" + (" and the other machine" if schedule != "sequential" else "")
             findings.append({"kind": "host-bound", "machine": name, "figures": host,
-                             "sentence": f"The machines and JMeter shared this host's {host['host_cpus']} CPUs, and "
-                                         f"only {host['host_idle_pct']:.1f}% of them was idle while {name} was loaded: "
-                                         "the ratio shows how the host divided its CPUs, not what the tuning bought."})
+                             "sentence": f"{name} shared this host's {host['host_cpus']} CPUs with {others}, and only "
+                                         f"{host['host_idle_pct']:.1f}% of them was idle while it was loaded: its "
+                                         "figures, and the ratio, show how the host divided its CPUs, not what the "
+                                         "tuning bought."})
         else:
             checked.append(f"host CPUs {host['host_idle_pct']:.0f}% idle ({'shared' if shared else 'dedicated'})")
         if host["loadgen_cores"] is not None and cpus and host["loadgen_cores"] > LOADGEN_BUSY_MAX * cpus:
@@ -108,5 +118,5 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict]) ->
                                          "to this load."})
         else:
             checked.append(f"memory peak {peak / limit:.0%} of {_mib(limit)}")
-    return {"verdict": findings[0]["kind"] if findings else ("valid" if checked else "unknown"),
-            "findings": findings, "checked": checked}
+    return {"verdict": findings[0]["kind"] if findings else ("unknown" if unchecked else "valid"),
+            "findings": findings, "checked": checked, "unchecked": unchecked}

@@ -69,7 +69,7 @@ class _MachineProgress:
     errors: int = 0
     active_threads: int = 0
     requests_per_s: float = 0.0
-    p95_ms: int | None = None
+    p95_ms: float | None = None
     last_poll: float | None = None
     tail: _CsvTail = dataclasses.field(init=False)
 
@@ -119,7 +119,7 @@ def format_progress(progress: dict) -> str:
         if m["state"] == "waiting":
             lines.append(f"{machine:<8} --:--  waiting")
             continue
-        p95 = f"{m['p95_ms']} ms" if m["p95_ms"] is not None else "- ms"
+        p95 = f"{m['p95_ms']:.0f} ms" if m["p95_ms"] is not None else "- ms"
         state = "" if m["state"] == "running" else f"  ({m['state']})"
         lines.append(f"{machine:<8} {clock(m['elapsed_s'], fixed=True)}  {m['requests_per_s']:.1f} req/s  "
                      f"errors {m['errors']} ({m['error_rate'] * 100:.1f}%)  p95 {p95}  "

@@ -54,12 +54,16 @@ class SshBackend:
         return True
 
     def processes(self, name: str) -> dict[str, str]:
-        """systemd's states in supervisord's words, as the local backend reports them."""
-        states = {}
-        for service in self._processes(name):
-            state = self.run_in(name, ["systemctl", "is-active", service]).stdout.strip()
-            states[service] = {"active": "RUNNING", "inactive": "STOPPED"}.get(state, state.upper() or "UNKNOWN")
-        return states
+        """systemd's states in supervisord's words, as the local backend reports them (one command: on a VM
+        each is an SSH round trip)."""
+        services = self._processes(name)
+        if not services:
+            return {}
+        answer = self.run_in(name, ["systemctl", "is-active", *services]).stdout.splitlines()   # a line per unit
+        answer += [""] * (len(services) - len(answer))
+        return {service: {"active": "RUNNING", "inactive": "STOPPED"}.get(state.strip(), state.strip().upper()
+                                                                          or "UNKNOWN")
+                for service, state in zip(services, answer, strict=False)}
 
     def run_in(self, name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
         return self._module(name, "ansible.builtin.command", json.dumps({"argv": argv}), argv, timeout)

@@ -9,6 +9,7 @@ from pathlib import PurePath
 from typing import Any
 
 from lab.analysis.numbers import clock
+from lab.analysis.trials import FEW_TRIALS
 
 DASH = "—"                              # a value that is missing
 MIB = 1048576
@@ -82,8 +83,10 @@ def interval(row: dict) -> str:
 
 
 def interval_class(row: dict) -> str:
-    """good or bad only when the interval leaves 1 out: otherwise the trials cannot tell the machines apart."""
-    if row.get("low") is None or row.get("high") is None or row["low"] <= 1 <= row["high"]:
+    """good or bad only when the interval leaves 1 out, from enough trials for it to mean 95%: otherwise the
+    trials cannot tell the machines apart."""
+    if row.get("low") is None or row.get("high") is None or row["low"] <= 1 <= row["high"] \
+            or row.get("trials", 0) < FEW_TRIALS:
         return "ratio"
     return ratio_class(row)
 

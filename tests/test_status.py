@@ -1,0 +1,39 @@
+"""lab/status.py's batched reads inside a machine: one command for several URLs (on a VM each command is an SSH
+round trip), its output split back per URL, as the local backend and Ansible's command module return it."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from lab import status
+
+pytestmark = pytest.mark.fast
+
+
+class OneShell:
+    """A machine whose commands run here, with the given URLs' bodies served by a stand-in curl on PATH."""
+
+    def __init__(self, tmp_path, strip_last_newline: bool) -> None:
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        curl = self.bin / "curl"
+        # the last argument is the URL: /fail exits 22 (curl -f on an HTTP error), others print their name
+        curl.write_text('#!/bin/sh\nfor url; do :; done\ncase "$url" in *fail*) exit 22;; '
+                        '*nl*) printf "%s\\n" "$url";; *) printf "%s" "$url";; esac\n')
+        curl.chmod(0o755)
+        self.strip = strip_last_newline
+        self.calls = 0
+
+    def run_in(self, name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+        self.calls += 1
+        done = subprocess.run(argv, capture_output=True, text=True, env={"PATH": f"{self.bin}:/usr/bin:/bin"})
+        return subprocess.CompletedProcess(argv, done.returncode,
+                                           done.stdout.rstrip("\r\n") if self.strip else done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("strip", [False, True], ids=["local", "ansible-strips-the-last-newline"])
+def test_several_urls_are_read_in_one_command(tmp_path, strip) -> None:
+    machine = OneShell(tmp_path, strip)
+    got = status._fetch_inside(machine, "tuned", "http://a/info", "http://b/fail", "http://c/nl", "http://d/last")
+    assert got == ["http://a/info", None, "http://c/nl\n", "http://d/last"] and machine.calls == 1
