@@ -117,6 +117,10 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None
                     _make_report(folder.trial(number))
         except KeyboardInterrupt:       # between trials (or in a trial's report): the run still says how it ended
             measured.ended = {"how": "interrupted", "during": measured.phase}
+        except Exception as error:      # a bug in a trial: the run's record says so before its traceback
+            measured.ended = {"how": "failed", "during": f"trial {len(trials) + 1}",
+                              "error": f"{type(error).__name__}: {error}"}
+            raise
         finally:
             with interrupts.deferred():
                 _write_repeated_run_json(setup, folder, measured, repeat, trials)

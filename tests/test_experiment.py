@@ -149,6 +149,15 @@ def test_ctrl_c_while_a_trial_is_summarised_still_leaves_the_runs_own_record(ste
     assert (steps["run"] / "report" / "index.html").is_file() and steps["recording"] == set()
 
 
+def test_a_bug_in_a_trial_is_in_the_repeated_runs_record_too(steps):
+    steps["fail"]["collect tuned"] = ZeroDivisionError("a bug")
+    with pytest.raises(ZeroDivisionError):
+        experiment.run(FakeBackend(), load.QUICK, "parallel", repeat=2)
+    assert _run_json(steps)["ended"] == {"how": "failed", "during": "trial 1", "error": "ZeroDivisionError: a bug"}
+    trial = json.loads((steps["run"] / "trials" / "1" / "run.json").read_text())
+    assert trial["ended"]["during"] == "collecting the evidence"
+
+
 @pytest.mark.parametrize("step, during", [("start tuned", "starting PCP's logger"),
                                           ("collect default", "collecting the evidence")])
 def test_an_interrupt_outside_the_load_leaves_a_run_that_says_where_it_stopped(steps, step, during):
