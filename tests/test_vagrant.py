@@ -76,6 +76,12 @@ def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):
     assert "two VMs with 1024 MiB and 2 vCPUs" in VagrantBackend().emulation_note
     monkeypatch.delenv("LAB_VAGRANT_MEMORY_MB")
     assert f"two VMs with {vagrantfile_settings()['memory']} MiB" in VagrantBackend().emulation_note
+    # Software emulation is said where the figures are shown: the terminal's headline and the report's banner.
+    monkeypatch.setenv("LAB_LIBVIRT_DRIVER", "qemu")
+    note = VagrantBackend().emulation_note
+    assert "under QEMU's software emulation (no KVM here)" in note
+    from lab.analysis.headline import headline
+    assert f"  Backend: {note}." in headline({"run": {"backend": "vagrant", "backend_note": note}, "machines": {}})
 
 
 @pytest.mark.fast

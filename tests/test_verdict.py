@@ -172,3 +172,4 @@ def test_a_run_long_enough_to_settle_gets_its_ratio_and_a_valid_verdict(tmp_path
         f"steady from {clock(default['window']['start_s'])} ({default['window']['warmup_s']:.0f} s of warm-up after "
         f"the ramp-up) to {clock(default['window']['end_s'])}", "host CPUs 50% idle (shared)"]
     assert judged["verdict"] == "valid", judged
+

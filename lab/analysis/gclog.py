@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from lab.analysis.numbers import number
+from lab.analysis.numbers import number, percentile
 from lab.paths import REPO
 
 GCVIEWER_ARTIFACT = "com.github.chewiebug:gcviewer:1.36"
@@ -328,6 +328,7 @@ def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewe
         "pause_total_s": round(total_s, 6),
         "pause_max_ms": round(max((p.pause_ms for p in selected), default=0.0), 3) if selected else None,
         "pause_mean_ms": round(total_s * 1000.0 / len(selected), 3) if selected else None,
+        "pause_p99_ms": percentile(sorted(p.pause_ms for p in selected), 99),
         "throughput_pct": round(100.0 * (1.0 - total_s / span), 3) if span > 0 else None,
         "time_in_gc_pct": round(100.0 * total_s / span, 3) if span > 0 else None,
         "heap_after_max_bytes": max((p.heap_after_bytes for p in selected if p.heap_after_bytes is not None),

@@ -50,6 +50,8 @@ def headline(summary: dict) -> list[str]:
     verdict = summary.get("verdict") or {}
     if verdict:
         lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
+    if run.get("backend") not in (None, "local") and run.get("backend_note"):    # local: the verdict says it
+        lines.append(f"  Backend: {run['backend_note']}.")
     lines.append("  One trial: the ratio carries no interval of its own (--repeat N gives one).")
     return lines
 

@@ -100,7 +100,8 @@ def what_happened(summary: dict) -> list[str]:
                 f"{machine} spent {gc['time_in_gc_pct']:.1f}% of its time in GC pauses "
                 f"({gc.get('collector') or 'collector unknown'}: {gc['pause_count']:,} pauses, "
                 f"{gc['pause_total_s']:.2f} s in all, longest {_ms(gc['pause_max_ms'])}"
-                + (f", {gc['full_gc_count']} full" if gc.get("full_gc_count") else "") + f"; {gc['scope']}).")
+                + (f", {gc['full_gc_count']} full" if gc.get("full_gc_count") else "") + f"; {gc['scope']})."
+                + _lone_pause(gc))
         elif gc and gc.get("scope"):
             sentences.append(f"{machine}: no GC pause in its GC log ({gc['scope']}).")
     # Memory
@@ -134,6 +135,21 @@ def what_happened(summary: dict) -> list[str]:
                              "(broken, or a time no run could have) and {} left out of every figure."
                              .format("were" if skipped != 1 else "was"))
     return sentences
+
+
+# A longest pause this many times the 99th percentile, among at least LONE_PAUSE_MIN_COUNT, stands alone.
+LONE_PAUSE_FACTOR = 5
+LONE_PAUSE_MIN_COUNT = 20
+
+
+def _lone_pause(gc: dict) -> str:
+    """The longest GC pause put in context when it is one outlier: its ratio alone reads as a pattern."""
+    longest, p99 = number(gc.get("pause_max_ms")), number(gc.get("pause_p99_ms"))
+    if longest is None or not p99 or gc.get("pause_count", 0) < LONE_PAUSE_MIN_COUNT \
+            or longest < LONE_PAUSE_FACTOR * p99:
+        return ""
+    return (f" Its longest pause ({_ms(longest)}) stands alone: {longest / p99:.1f} times its 99th percentile "
+            f"({_ms(p99)}); one pause, not a pattern.")
 
 
 def _fmt_rate(value) -> str:
