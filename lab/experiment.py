@@ -2,7 +2,6 @@
 then the summary and the report made from it."""
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil
@@ -11,12 +10,12 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import evidence, interrupts, load, placement, report, status
+from lab import evidence, interrupts, knobs, load, placement, report, status
 from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
-from lab.paths import ANSIBLE_DIR, REPO, VENV
+from lab.paths import ANSIBLE_DIR, REPO
 from lab.progress import info, step
 from lab.runfolder import RunFolder
 
@@ -24,15 +23,13 @@ KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp
 
 
 def _knobs(backend: Backend) -> dict:
-    """Each machine's knobs as written in ansible/host_vars (templated values stay unrendered)."""
-    knobs = {}
-    for name in MACHINES:
-        result = subprocess.run([str(VENV / "bin" / "ansible-inventory"), "-i", str(backend.inventory),
-                                 "--playbook-dir", str(ANSIBLE_DIR), "--host", name],
-                                capture_output=True, text=True)
-        hostvars = json.loads(result.stdout) if result.returncode == 0 else {}
-        knobs[name] = {k: v for k, v in sorted(hostvars.items()) if k.startswith(KNOB_PREFIXES)}
-    return knobs
+    """Each machine's knobs as its roles get them (rendered, secrets masked); none if they cannot be read
+    (the run goes on: the report says knobs.json has none)."""
+    try:
+        return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, KNOB_PREFIXES)
+    except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)
+        info(f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}")
+        return {}
 
 
 def _environment() -> dict:

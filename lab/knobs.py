@@ -1,4 +1,5 @@
-"""Knobs set in ansible/host_vars or ansible/group_vars that no role declares.
+"""The knobs: those set in ansible/host_vars or ansible/group_vars that no role declares, and each
+machine's knobs as its roles get them (rendered, secrets masked) for the run's knobs.json.
 
 Ansible ignores a variable nobody reads, so a misspelled knob (httpd_mpn: worker) leaves the machine
 at the role's default without a word. A role declares its variables in meta/argument_specs.yml;
@@ -7,6 +8,9 @@ every other top-level key of a host_vars or group_vars file is unknown, except A
 from __future__ import annotations
 
 import difflib
+import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,3 +90,37 @@ def describe(unknown: list[UnknownKnob]) -> str:
         hint = f" (did you mean {knob.suggestion}?)" if knob.suggestion else ""
         lines.append(f"{knob.file.as_posix()}: {knob.key} is not a variable of any role{hint}")
     return "\n".join(lines)
+
+
+# Variables whose values are never written to a run folder (it may be shared): by name, and wherever else they
+# would be rendered into.
+SECRET = re.compile(r"secret|password|token", re.IGNORECASE)
+MASKED = "(secret: not shown)"
+
+
+def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes: tuple[str, ...]) -> dict[str, dict]:
+    """Each host's knobs (variables with these prefixes) as its roles get them: the roles' defaults, then
+    group_vars and host_vars, templates rendered ("{{ camel_app_home }}/gc" → the path), secrets masked before
+    anything is rendered (a lookup that would make a secret is never run)."""
+    from ansible.inventory.manager import InventoryManager  # the lab's venv: imported only when asked
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    init_plugin_loader()
+    loader = DataLoader()
+    loader.set_basedir(str(ansible_dir))        # group_vars and host_vars beside site.yml, as ansible-playbook
+    hosts_of = InventoryManager(loader=loader, sources=[str(inventory)])
+    variables_of = VariableManager(loader=loader, inventory=hosts_of)
+    defaults: dict = {}
+    for path in sorted((ansible_dir / "roles").glob("*/defaults/main.yml")):
+        defaults.update(loader.load_from_file(str(path.resolve()), trusted_as_template=True) or {})
+    knobs = {}
+    for name in hosts:
+        variables = {**defaults, **variables_of.get_vars(host=hosts_of.get_host(name))}
+        variables.update({key: MASKED for key in variables if SECRET.search(key)})
+        templar = Templar(loader=loader, variables=variables)
+        knobs[name] = {key: json.loads(json.dumps(templar.template(variables[key]), default=str))
+                       for key in sorted(variables) if key.startswith(prefixes)}
+    return knobs

@@ -1,6 +1,7 @@
 """lab.knobs: a knob in host_vars or group_vars that no role declares is named, with the likely intended name."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -47,3 +48,21 @@ def test_group_vars_and_folders_of_vars_files_are_read_too(ansible_copy):
     ]
     assert describe(unknown_knobs(ansible_copy)).splitlines()[2] == (
         "ansible/group_vars/all.yml: zzz_unrelated is not a variable of any role")
+
+
+def test_the_runs_knobs_are_rendered_and_secrets_never_shown(ansible_copy):
+    # A value another variable feeds, a role's default, and the AJP secret (made by a lookup on first use: in a
+    # copy of the ansible folder, so a lookup run by mistake would leave a file in its .cache/secrets).
+    from lab.experiment import KNOB_PREFIXES
+    from lab.knobs import MASKED, rendered
+    inventory = ansible_copy / "inventories" / "local" / "hosts.yml"
+    machines = rendered(inventory, ansible_copy, ["default", "tuned"], KNOB_PREFIXES)
+    default, tuned = machines["default"], machines["tuned"]
+    assert default["httpd_mpm"] == "prefork" and tuned["httpd_mpm"] == "worker"       # role default, host_vars
+    assert tuned["camel_app_gc_log_options"].startswith("-Xlog:gc*:file=/var/lib/camel-tuning-lab/machines/tuned/")
+    assert not any("{{" in str(value) for machine in machines.values() for value in machine.values())
+    assert tuned["camel_app_ajp_secret"] == MASKED and tuned["httpd_ajp_secret"] == MASKED
+    assert not list(ansible_copy.parent.rglob("*ajp-secret*"))
+    # the secrets the lab made for its machines, if it did here, appear nowhere
+    for made in (REPO / ".cache" / "secrets").glob("*ajp-secret"):
+        assert made.read_text().strip() not in json.dumps(machines)

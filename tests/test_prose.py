@@ -1,0 +1,18 @@
+"""Sentences of the report's "what happened" (lab/analysis/prose.py) from hand-made figures."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.fast
+
+
+def test_a_lone_long_gc_pause_is_put_in_context() -> None:
+    from lab.analysis.prose import what_happened
+    gc = {"time_in_gc_pct": 1.2, "collector": "G1", "pause_count": 240, "pause_total_s": 2.4, "pause_max_ms": 184.0,
+          "pause_p99_ms": 24.6, "scope": "load window"}
+    sentences = what_happened({"run": {}, "machines": {"tuned": {"gc": gc}}})
+    assert any(s.endswith("Its longest pause (184 ms) stands alone: 7.5 times its 99th percentile (25 ms); one "
+                          "pause, not a pattern.") for s in sentences), sentences
+    # a long pause among long ones is a pattern: no such sentence
+    sentences = what_happened({"run": {}, "machines": {"tuned": {"gc": {**gc, "pause_p99_ms": 120.0}}}})
+    assert not any("stands alone" in s for s in sentences)
