@@ -1,10 +1,13 @@
-"""Visible progress: each step says what it does and how long it took."""
+"""Visible progress: each step says what it does and how long it took; a long command says where it is."""
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 @contextmanager
@@ -21,3 +24,55 @@ def step(title: str) -> Iterator[None]:
 
 def info(message: str) -> None:
     print(f"    {message}", file=sys.stderr, flush=True)
+
+
+# Maven's lines that say where a build is: "[INFO] --- compiler:3.13.0:compile (default-compile) @ app ---"
+_MAVEN_STEP = re.compile(r"^\[INFO\] --- (?:[\w.-]+:)?([\w.-]+):[\w.-]+:([\w.-]+) \S* ?@ ([\w.-]+) ---")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+PIPE_EVERY_S = 10.0         # not a terminal (a log, CI): a progress line this often at most
+
+
+# ...and the lines where a plugin says what it starts: "[INFO] Populating JMeter directory..."
+_MAVEN_DOING = re.compile(r"^\[INFO\] ([A-Z][^\[\]]{3,70}\.\.\.)\s*$")
+
+
+def maven_step(line: str) -> str | None:
+    """Where a Maven build is, from one of its lines: 'compile @ app (compiler)' from a step line, a plugin's
+    'Populating JMeter directory...'; None for any other line."""
+    line = _ANSI.sub("", line)
+    step = _MAVEN_STEP.match(line)
+    if step:
+        return f"{step[2]} @ {step[3]} ({step[1]})"
+    doing = _MAVEN_DOING.match(line)
+    return doing[1] if doing else None
+
+
+def run_logged(command: list[str], log: Path, what: str, timeout_s: float, describe=maven_step,
+               **popen) -> subprocess.CompletedProcess:
+    """Runs a long, chatty command with its whole output in `log` and one line of progress on the terminal:
+    the elapsed time and where it is (describe() picks that from its lines), redrawn in place on a terminal,
+    every PIPE_EVERY_S otherwise; no terminal codes ever reach a pipe. TimeoutExpired after timeout_s."""
+    from lab.analysis.numbers import clock  # numpy: the venv's; this module also runs before the venv exists
+    tty = sys.stderr.isatty()
+    started = time.monotonic()
+    shown_at, where = -PIPE_EVERY_S, "starting"
+    with log.open("w") as sink, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                 text=True, errors="replace", **popen) as process:
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                sink.write(_ANSI.sub("", line))
+                where = describe(line) or where
+                now = time.monotonic()
+                if now - started > timeout_s:
+                    process.kill()
+                    raise subprocess.TimeoutExpired(command, timeout_s)
+                if tty or now - shown_at >= PIPE_EVERY_S:
+                    text = f"    {what}: {where} ({clock(now - started)})"
+                    print(f"\r\x1b[2K{text}" if tty else text, end="" if tty else "\n", file=sys.stderr, flush=True)
+                    shown_at = now
+            process.wait(timeout=max(1.0, timeout_s - (time.monotonic() - started)))
+        finally:
+            if tty:
+                print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
+    return subprocess.CompletedProcess(command, process.returncode)

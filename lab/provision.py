@@ -10,8 +10,10 @@ from pathlib import Path
 
 from lab.errors import StepFailed
 from lab.paths import ANSIBLE_DIR, JAR, PLAYBOOK, REPO, VENV
-from lab.progress import info
+from lab.progress import info, run_logged
 
+BUILD_LOG = REPO / ".cache" / "logs" / "build-service.log"     # beside the playbook logs (lifecycle.LOGS)
+BUILD_TIMEOUT_S = 1800
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 
 
@@ -21,10 +23,15 @@ def build_service() -> None:
     if JAR.is_file() and max(p.stat().st_mtime for p in sources) <= JAR.stat().st_mtime:
         info(f"{JAR.relative_to(REPO)} is up to date")
         return
-    result = subprocess.run([str(REPO / "mvnw"), "-B", "-q", "-ntp", "-f", "app/pom.xml", "package", "-DskipTests"],
-                            cwd=REPO)
+    BUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(REPO / "mvnw"), "-B", "-ntp", "-f", "app/pom.xml", "package", "-DskipTests"]
+    try:
+        result = run_logged(command, BUILD_LOG, "Maven", BUILD_TIMEOUT_S, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        raise StepFailed(f"building the service took over {BUILD_TIMEOUT_S / 60:.0f} min; see {BUILD_LOG}") from None
     if result.returncode != 0:
-        raise StepFailed("building the service failed (./mvnw -f app/pom.xml package, output above)")
+        tail = "\n".join(BUILD_LOG.read_text(errors="replace").strip().splitlines()[-20:])
+        raise StepFailed(f"building the service failed (./mvnw -f app/pom.xml package); the log: {BUILD_LOG}\n{tail}")
 
 
 @dataclass

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lab.load.profile import LoadError
 from lab.paths import REPO
+from lab.progress import run_logged
 
 JMETER_DIR = REPO / "jmeter"
 POM = JMETER_DIR / "pom.xml"
@@ -127,11 +128,10 @@ def prepare() -> None:
         env = dict(os.environ)
         env.setdefault("JAVA_HOME", str(Path(os.path.realpath(java)).parent.parent))
         command = [str(MVNW), "-B", "-ntp", "-f", str(POM), CONFIGURE_GOAL]
-        with PREPARE_LOG.open("w") as log:
-            try:
-                done = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=1800)
-            except subprocess.TimeoutExpired:
-                raise LoadError(f"assembling JMeter took over 30 min; see {PREPARE_LOG}") from None
+        try:
+            done = run_logged(command, PREPARE_LOG, "Maven", 1800, cwd=REPO, env=env)
+        except subprocess.TimeoutExpired:
+            raise LoadError(f"assembling JMeter took over 30 min; see {PREPARE_LOG}") from None
         output = PREPARE_LOG.read_text(errors="replace")
         if done.returncode != 0 or jmeter_home() is None:
             hint = ""

@@ -1,0 +1,57 @@
+"""A long command's progress (lab/progress.py run_logged): its whole output in a log, one condensed line at a time
+on the terminal, no terminal codes in a pipe, its exit status and a time limit kept."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from lab import progress
+
+pytestmark = pytest.mark.fast
+
+# A stand-in for Maven: step lines, noise, a colour code, then an exit status of its own.
+FAKE_MAVEN = r"""
+import sys, time
+print("\x1b[1m[INFO] Scanning for projects...\x1b[0m")
+print("[INFO] --- resources:3.3.1:resources (default-resources) @ camel-tuning-lab-service ---", flush=True)
+time.sleep(0.3)
+print("[INFO] Copying 3 resources", flush=True)
+print("[INFO] --- compiler:3.13.0:compile (default-compile) @ camel-tuning-lab-service ---", flush=True)
+time.sleep(0.3)
+print("[INFO] BUILD SUCCESS", flush=True)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_a_long_command_shows_where_it_is_and_keeps_its_output(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(progress, "PIPE_EVERY_S", 0.0)         # every line: what a terminal would see redrawn
+    log = tmp_path / "build.log"
+    done = progress.run_logged([sys.executable, "-c", FAKE_MAVEN, "0"], log, "Maven", 60)
+    assert done.returncode == 0
+    printed = capsys.readouterr().err
+    assert "    Maven: compile @ camel-tuning-lab-service (compiler) (0:0" in printed
+    assert "    Maven: resources @ camel-tuning-lab-service (resources) (0:0" in printed
+    assert "\x1b" not in printed and "\x1b" not in log.read_text()           # a pipe and a log get no codes
+    assert "[INFO] Copying 3 resources" in log.read_text() and "Copying" not in printed
+
+
+def test_in_a_pipe_progress_is_rare_and_the_exit_status_is_kept(tmp_path, capsys):
+    done = progress.run_logged([sys.executable, "-c", FAKE_MAVEN, "3"], tmp_path / "build.log", "Maven", 60)
+    assert done.returncode == 3
+    assert len(capsys.readouterr().err.splitlines()) == 1             # within PIPE_EVERY_S: the first line only
+
+
+def test_a_command_past_its_time_limit_is_stopped(tmp_path):
+    slow = "import time\nwhile True:\n    print('[INFO] waiting', flush=True)\n    time.sleep(0.2)\n"
+    with pytest.raises(subprocess.TimeoutExpired):
+        progress.run_logged([sys.executable, "-c", slow], tmp_path / "slow.log", "Maven", 1.0)
+
+
+def test_maven_step_lines_are_read_and_others_are_not():
+    assert progress.maven_step("[INFO] --- jmeter:3.8.0:configure (configuration) @ camel-tuning-lab-jmeter ---") == \
+        "configure @ camel-tuning-lab-jmeter (jmeter)"
+    assert progress.maven_step("[INFO] Populating JMeter directory...") == "Populating JMeter directory..."
+    assert progress.maven_step("[INFO] Building camel-tuning-lab-service 1.0") is None
+    assert progress.maven_step("[INFO] Copying 3 resources") is None
