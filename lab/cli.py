@@ -53,6 +53,9 @@ def _load_options(defaults: bool) -> argparse.ArgumentParser:
     options.add_argument("--schedule", choices=load.SCHEDULES, default=unset,
                          help="load both machines at once, or one after the other (default: at once only when "
                               "each machine and JMeter have CPUs of their own)")
+    options.add_argument("--aa", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                         help="A/A: the tuned machine gets the default one's knobs for this run (restored after), so "
+                              "--repeat N measures the noise floor: the smallest difference this host can tell")
     options.add_argument("--repeat", type=int, default=unset, metavar="N",
                          help="N trials, each ratio with its 95%% interval over them (default 1; in the sequential "
                               "schedule the machines' order alternates)")
@@ -147,7 +150,7 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: 
             return 0
     if args.command in (None, "run"):
         assert profile is not None
-        return experiment.run(backend, profile, args.schedule, args.repeat or 1)
+        return experiment.run(backend, profile, args.schedule, args.repeat or 1, host=host, a_a=args.aa)
     if args.command == "down":
         lifecycle.down(backend, host)
         return 0

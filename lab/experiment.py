@@ -10,9 +10,10 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import evidence, interrupts, knobs, load, placement, report, status
+from lab import aa, evidence, interrupts, knobs, load, placement, report, status
 from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
+from lab.hostlab import HostLab
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, REPO
@@ -22,11 +23,12 @@ from lab.runfolder import RunFolder
 KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp_")
 
 
-def _knobs(backend: Backend) -> dict:
-    """Each machine's knobs as its roles get them (rendered, secrets masked); none if they cannot be read
-    (the run goes on: the report says knobs.json has none)."""
+def _knobs(backend: Backend, mode: dict) -> dict:
+    """Each machine's knobs as its roles get them (rendered, secrets masked; an A/A run's tuned machine with
+    the default one's); none if they cannot be read (the run goes on: the report says knobs.json has none)."""
     try:
-        return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, KNOB_PREFIXES)
+        return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, KNOB_PREFIXES,
+                              extra_vars={"tuned": aa.AS_DEFAULT} if mode.get("mode") == "aa" else None)
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)
         info(f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}")
         return {}
@@ -68,13 +70,31 @@ def _make_report(run: RunFolder) -> Path | None:
         return None
 
 
-def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None, repeat: int = 1) -> int:
+def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None, repeat: int = 1,
+        host: HostLab | None = None, a_a: bool = False) -> int:
     """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
     SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
     evidence collected so far, and a report of it; PCP's logger is never left recording. Without a
     schedule, the placement's: at once only when the machines and JMeter have CPUs of their own.
     repeat > 1: that many trials, each a run folder of its own in trials/<k>/ (in the sequential
-    schedule the machines' order alternates), compared in the run folder's summary and report."""
+    schedule the machines' order alternates), compared in the run folder's summary and report.
+    a_a: an A/A run (lab/aa.py): the tuned machine with the default one's knobs, restored after (host
+    remembers it meanwhile); an A/B run refuses while a cut-short A/A run left them there."""
+    if host is not None and not a_a:
+        aa.refuse_if_pending(host)
+    if a_a:
+        if host is None:
+            raise ValueError("an A/A run needs the host's lab record")
+        with interrupts.sigterm_as_interrupt(), aa.tuned_as_default(backend, host) as mode:
+            folder, measured = _experiment(backend, profile, schedule, repeat, mode)
+    else:
+        folder, measured = _experiment(backend, profile, schedule, repeat, {"mode": "ab"})
+    return _finish(folder, measured)
+
+
+def _experiment(backend: Backend, profile: load.LoadProfile, schedule: str | None, repeat: int,
+                mode: dict) -> tuple[RunFolder, _Measured]:
+    """The run up to its report: the placement, the machines checked, then one trial or several."""
     where = placement.for_backend(backend.name)
     placed = {**where.as_json(), "schedule_from": "--schedule" if schedule else "the placement"}
     schedule = schedule or where.schedule
@@ -93,9 +113,9 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None
             load.prepare()
         folder = RunFolder.create()
         info(f"run folder: {os.path.relpath(folder.root)}")
-        setup = _Setup(backend, profile, schedule, wiring, observed, placed)
+        setup = _Setup(backend, profile, schedule, wiring, observed, placed, mode)
         if repeat == 1:
-            return _finish(folder, _trial(setup, folder, MACHINES))
+            return folder, _trial(setup, folder, MACHINES)
         trials: list[dict] = []
         measured = _Measured()
         try:
@@ -121,7 +141,7 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None
         finally:
             with interrupts.deferred():
                 _write_repeated_run_json(setup, folder, measured, repeat, trials)
-        return _finish(folder, measured)
+        return folder, measured
 
 
 @dataclass(frozen=True)
@@ -133,6 +153,7 @@ class _Setup:
     wiring: dict
     observed: dict
     placed: dict
+    mode: dict                  # {"mode": "ab"}, or an A/A run's (lab/aa.py)
 
 
 def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measured:
@@ -143,7 +164,7 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
     try:
         folder.write_json(folder.status_json, {"backend": backend.name, "note": backend.emulation_note,
                                                "machines": setup.observed})
-        folder.write_json(folder.knobs_json, _knobs(backend))
+        folder.write_json(folder.knobs_json, _knobs(backend, setup.mode))
         measured.phase = "starting PCP's logger"
         _measure(backend, setup.profile, setup.schedule, setup.wiring, folder, measured, order)
     except KeyboardInterrupt:
@@ -161,7 +182,7 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
                 except Exception as error:  # noqa: BLE001  (said in run.json; the run's own end matters more)
                     measured.problems.append(f"{name}: PCP's logger could not be stopped ({error})")
             folder.write_json(folder.run_json, {**_run_json(backend, setup.profile, setup.schedule, folder, measured),
-                                                "placement": setup.placed, "order": list(order)})
+                                                "placement": setup.placed, "order": list(order), **setup.mode})
     return measured
 
 
@@ -177,7 +198,7 @@ def _write_repeated_run_json(setup: _Setup, folder: RunFolder, measured: _Measur
     ends = [t["ended_at"] for t in times if isinstance(t.get("ended_at"), (int, float))]
     single = _run_json(setup.backend, setup.profile, setup.schedule, folder, measured)
     folder.write_json(folder.run_json, {
-        **single, "placement": setup.placed, "repeat": repeat, "trials": trials,
+        **single, "placement": setup.placed, "repeat": repeat, "trials": trials, **setup.mode,
         "planned_s": single["planned_s"] * repeat, "problems": [p for t in trials for p in t["problems"]],
         "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None})
 

@@ -118,6 +118,21 @@ class HostLab:
                       f"use that checkout (cd {owner.checkout} && ./start.sh {command}), or take it down there "
                       "first (./start.sh down)")
 
+    @property
+    def aa_file(self) -> Path:
+        """Present while the tuned machine carries the default one's knobs (an A/A run)."""
+        return self.owner_file.parent / "tuned-as-default.json"
+
+    def aa_pending(self) -> bool:
+        return self.aa_file.is_file()
+
+    def aa_begin(self) -> None:
+        RunFolder.write_json(self.aa_file, {"since": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                                            "restore": "./start.sh up --only tuned"})
+
+    def aa_end(self) -> None:
+        self.aa_file.unlink(missing_ok=True)
+
     def claim(self, backend: str, inventory: Path | None) -> None:
         """Records this checkout's lab as the one that is up."""
         RunFolder.write_json(self.owner_file, {"checkout": str(self.checkout), "backend": backend,

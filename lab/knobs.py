@@ -98,10 +98,12 @@ SECRET = re.compile(r"secret|password|token", re.IGNORECASE)
 MASKED = "(secret: not shown)"
 
 
-def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes: tuple[str, ...]) -> dict[str, dict]:
+def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes: tuple[str, ...],
+             extra_vars: dict[str, Path] | None = None) -> dict[str, dict]:
     """Each host's knobs (variables with these prefixes) as its roles get them: the roles' defaults, then
     group_vars and host_vars, templates rendered ("{{ camel_app_home }}/gc" → the path), secrets masked before
-    anything is rendered (a lookup that would make a secret is never run)."""
+    anything is rendered (a lookup that would make a secret is never run). extra_vars: a host's vars file that
+    wins over the rest, as ansible-playbook --extra-vars @file gives it (an A/A run's tuned machine)."""
     from ansible.inventory.manager import InventoryManager  # the lab's venv: imported only when asked
     from ansible.parsing.dataloader import DataLoader
     from ansible.plugins.loader import init_plugin_loader
@@ -119,6 +121,8 @@ def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes:
     knobs = {}
     for name in hosts:
         variables = {**defaults, **variables_of.get_vars(host=hosts_of.get_host(name))}
+        if extra_vars and name in extra_vars:
+            variables.update(loader.load_from_file(str(extra_vars[name].resolve()), trusted_as_template=True) or {})
         variables.update({key: MASKED for key in variables if SECRET.search(key)})
         templar = Templar(loader=loader, variables=variables)
         knobs[name] = {key: json.loads(json.dumps(templar.template(variables[key]), default=str))

@@ -10,10 +10,8 @@ from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose
 from lab.machines.protocol import Backend
-from lab.paths import ANSIBLE_DIR, REPO
+from lab.paths import ANSIBLE_DIR, LOGS
 from lab.progress import info, step
-
-LOGS = REPO / ".cache" / "logs"
 
 
 def default_backend(host: HostLab) -> tuple[str, Path | None, str]:
@@ -46,6 +44,8 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
         result = provision.run_playbook(backend.inventory, LOGS, limit=only)
         if result.returncode != 0:
             raise StepFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}")
+        if only in (None, "tuned"):
+            host.aa_end()                       # the tuned machine has its own knobs again
         # What this run changed: everything at first, only an edited knob later, nothing when all is in place.
         info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in MACHINES
                                      if only in (None, name))
@@ -65,4 +65,5 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
 def down(backend: Backend, host: HostLab) -> None:
     with step(f"Removing both machines ({backend.name} backend)"):
         backend.down()
+    host.aa_end()
     host.release(backend.name)          # the lab that was up is gone

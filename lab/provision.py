@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import StepFailed
-from lab.paths import ANSIBLE_DIR, JAR, PLAYBOOK, REPO, VENV
+from lab.paths import ANSIBLE_DIR, JAR, LOGS, PLAYBOOK, REPO, VENV
 from lab.progress import info, run_logged
 
-BUILD_LOG = REPO / ".cache" / "logs" / "build-service.log"     # beside the playbook logs (lifecycle.LOGS)
+BUILD_LOG = LOGS / "build-service.log"
 BUILD_TIMEOUT_S = 1800
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 
@@ -42,13 +42,17 @@ class PlaybookResult:
     log: Path
 
 
-def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None) -> PlaybookResult:
-    """Runs site.yml; prints each task as it starts, keeps the full output in a log file."""
+def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
+                 extra_vars: Path | None = None) -> PlaybookResult:
+    """Runs site.yml; prints each task as it starts, keeps the full output in a log file. extra_vars: a vars
+    file whose values win over every other (an A/A run gives the tuned machine the default one's knobs)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"ansible-{time.strftime('%Y%m%d-%H%M%S')}.log"
     command = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK)]
     if limit:
         command += ["--limit", limit]
+    if extra_vars:
+        command += ["--extra-vars", f"@{extra_vars}"]
     env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
            "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '')}"}
     changed: dict[str, int] = {}

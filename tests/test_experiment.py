@@ -42,7 +42,7 @@ def steps(tmp_path: Path, monkeypatch) -> dict:
     monkeypatch.setattr(status, "observe", lambda backend, name: {"url": "u", "http_status": 200})
     monkeypatch.setattr(manifest, "read", lambda name: wiring)
     monkeypatch.setattr(load, "prepare", lambda: None)
-    monkeypatch.setattr(experiment, "_knobs", lambda backend: {})
+    monkeypatch.setattr(experiment, "_knobs", lambda backend, mode: {})
     monkeypatch.setattr(RunFolder, "create", classmethod(lambda cls: cls((tmp_path / "run").resolve())))
     (tmp_path / "run").mkdir()
 

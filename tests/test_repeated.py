@@ -84,3 +84,19 @@ def test_the_page_of_a_repeated_run_shows_the_trials_and_their_intervals(tmp_pat
     row = next(r for r in repeated.summarize(folder.root)["comparison"] if r["key"] == "throughput_rps")
     assert f"{row['ratio']:.2f}× [{row['low']:.2f}–{row['high']:.2f}×]" in html
     assert "tuned then default" in html and html.count("data:image/png;base64,") == 1
+
+
+def test_an_a_a_run_reports_its_noise_floor(tmp_path: Path) -> None:
+    folder = make_repeated_run(tmp_path / "run", throughput=[(700.0, 705.0), (730.0, 720.0), (720.0, 731.0)])
+    run = json.loads(folder.run_json.read_text())
+    folder.write_json(folder.run_json, {**run, "mode": "aa", "tuned_knobs": "ansible/host_vars/default.yml"})
+    summary = repeated.summarize(folder.root)
+    row = next(r for r in summary["comparison"] if r["key"] == "throughput_rps")
+    floor = summary["noise_floor"]["by_figure"]["throughput_rps"]
+    assert floor == pytest.approx(max(1 - row["low"], row["high"] - 1)) and 0 < floor < 0.05
+    lines = headline(summary)
+    assert lines[1].startswith("  A/A: the tuned machine ran with the default machine's knobs")
+    assert f"  A/A noise floor (throughput): {floor:.1%}: on this host, a difference smaller than that between " \
+           "two machines is not one the lab can see." in lines
+    assert "A/A run:</strong> the tuned machine had the default machine's knobs" in \
+        report.render(folder.root).read_text()

@@ -7,10 +7,17 @@ from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.prose import _fmt_rate, _ms, _pct, _times
 from lab.machines import MACHINES
 
+AA_LINE = "  A/A: the tuned machine ran with the default machine's knobs; any difference below is noise."
+
 
 def headline(summary: dict) -> list[str]:
-    if summary.get("kind") == "repeated":
-        return _repeated(summary)
+    lines = _repeated(summary) if summary.get("kind") == "repeated" else _single(summary)
+    if (summary.get("run") or {}).get("mode") == "aa":
+        lines.insert(1, AA_LINE)
+    return lines
+
+
+def _single(summary: dict) -> list[str]:
     run = summary.get("run") or {}
     profile = run.get("profile") or {}
     machines = summary.get("machines") or {}
@@ -90,6 +97,10 @@ def _repeated(summary: dict) -> list[str]:
     note = (summary.get("definitions") or {}).get("interval_note")
     if note:
         lines.append(f"  ({note}.)")
+    floor = ((summary.get("noise_floor") or {}).get("by_figure") or {}).get("throughput_rps")
+    if floor is not None:
+        lines.append(f"  A/A noise floor (throughput): {floor:.1%}: on this host, a difference smaller than that "
+                     "between two machines is not one the lab can see.")
     verdict = summary.get("verdict") or {}
     lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
     return lines

@@ -40,7 +40,7 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
         "schema": single.SCHEMA, "kind": KIND, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
         "run": {key: run.get(key) for key in ("run_id", "backend", "backend_note", "schedule", "profile", "placement",
                                               "started_at", "ended_at", "interrupted", "ended", "host", "versions",
-                                              "repeat")},
+                                              "repeat", "mode", "tuned_knobs")},
         "trials": [_trial_row(trial, figures, folder) for trial, figures in trials],
         "comparison": _comparison([figures for _, figures in trials]),
         "verdict": _verdict([(trial.root.name, figures) for trial, figures in trials], run.get("repeat")),
@@ -50,9 +50,20 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
                         **((trials[0][1].get("definitions") or {}) if trials else {})},
         "problems": problems,
     }
+    if run.get("mode") == "aa":
+        result["noise_floor"] = _noise_floor(result["comparison"])
     if write:
         folder.write_json(folder.summary_json, result)
     return result
+
+
+def _noise_floor(rows: list[dict]) -> dict:
+    """An A/A run's smallest difference this host can tell from noise: for each figure, the largest departure
+    from 1 that its interval over the trials allows (both machines had the same knobs)."""
+    floor = {row["key"]: round(max(1 - row["low"], row["high"] - 1, 0.0), 6) for row in rows
+             if row.get("low") is not None and row.get("high") is not None}
+    return {"by_figure": floor, "basis": "A/A: both machines with the default machine's knobs; the largest "
+                                         "departure from 1 of each figure's 95% interval over the trials"}
 
 
 def _trial_row(trial: RunFolder, figures: dict, folder: RunFolder) -> dict:

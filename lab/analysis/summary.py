@@ -97,6 +97,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
                 "ended": run.get("ended") if isinstance(run.get("ended"), dict) else None,
                 "host": run.get("host"), "versions": run.get("versions"),
                 "placement": run.get("placement") if isinstance(run.get("placement"), dict) else None,
+                "mode": run.get("mode"), "tuned_knobs": run.get("tuned_knobs"),
                 "t0": t0, "t0_basis": "run.json started_at" if started is not None else "first sample"},
         "definitions": {"percentile": PERCENTILE_DEFINITION,
                         "steady_window": "end of the warm-up (MSER-5 on throughput and latency, never before the "

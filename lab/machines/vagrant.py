@@ -10,9 +10,7 @@ from pathlib import Path
 
 from lab.errors import StepFailed
 from lab.machines.ssh import SshBackend, _tail
-from lab.paths import INVENTORIES, REPO
-
-LOGS = REPO / ".cache" / "logs"
+from lab.paths import INVENTORIES, LOGS, REPO
 
 
 class VagrantBackend(SshBackend):

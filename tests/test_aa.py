@@ -1,0 +1,72 @@
+"""A/A runs (lab/aa.py): the tuned machine gets the default one's knobs for the run and its own back however the
+run ends; the host remembers it meanwhile, and an A/B run refuses until tuned is restored. The playbook itself is
+stood in for here (an A/A run on real machines is the end-to-end test's)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_experiment import FakeBackend, _run_json, steps  # noqa: F401  (the fixture)
+
+from conftest import REPO
+from lab import aa, experiment, knobs, load, provision
+from lab.errors import StepFailed
+from lab.hostlab import HostLab
+from lab.provision import PlaybookResult
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture()
+def host(tmp_path: Path) -> HostLab:
+    return HostLab(owner_file=tmp_path / "state" / "owner.json", busy_file=tmp_path / "busy.lock",
+                   checkout=REPO, legacy_file=tmp_path / "legacy.json")
+
+
+@pytest.fixture()
+def playbooks(monkeypatch, tmp_path) -> SimpleNamespace:
+    """Each playbook run's limit and extra vars (runs); fail=True makes the next ones fail."""
+    seen = SimpleNamespace(runs=[], fail=False)
+
+    def run_playbook(inventory, log_dir, limit=None, extra_vars=None):
+        seen.runs.append((limit, extra_vars))
+        return PlaybookResult(2 if seen.fail else 0, {limit: 1}, {}, tmp_path / "ansible.log")
+    monkeypatch.setattr(provision, "run_playbook", run_playbook)
+    return seen
+
+
+def test_tuned_has_defaults_knobs_inside_and_its_own_after_even_when_interrupted(host, playbooks):
+    with pytest.raises(KeyboardInterrupt), aa.tuned_as_default(FakeBackend(), host) as mode:
+        assert playbooks.runs == [("tuned", aa.AS_DEFAULT)] and host.aa_pending()
+        assert mode == {"mode": "aa", "tuned_knobs": "ansible/host_vars/default.yml"}
+        raise KeyboardInterrupt
+    assert playbooks.runs == [("tuned", aa.AS_DEFAULT), ("tuned", None)] and not host.aa_pending()
+    # a provisioning that fails leaves the host saying tuned may not have its own knobs, and how to restore them
+    playbooks.fail = True
+    with pytest.raises(StepFailed, match=r"\./start\.sh up --only tuned gives the tuned machine its own knobs back"), \
+            aa.tuned_as_default(FakeBackend(), host):
+        pass
+    assert host.aa_pending()
+    with pytest.raises(StepFailed, match="still carries the default machine's knobs"):
+        aa.refuse_if_pending(host)
+
+
+def test_an_a_a_run_says_so_in_every_record_and_a_b_refuses_meanwhile(steps, host, playbooks):  # noqa: F811
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel", repeat=2, host=host, a_a=True) == 0
+    top = _run_json(steps)
+    assert top["mode"] == "aa" and top["tuned_knobs"] == "ansible/host_vars/default.yml"
+    assert json.loads((steps["run"] / "trials" / "1" / "run.json").read_text())["mode"] == "aa"
+    assert not host.aa_pending() and playbooks.runs == [("tuned", aa.AS_DEFAULT), ("tuned", None)]
+    host.aa_begin()
+    with pytest.raises(StepFailed, match="./start.sh up --only tuned restores them"):
+        experiment.run(FakeBackend(), load.QUICK, "parallel", host=host)
+
+
+def test_the_knobs_of_an_a_a_run_show_tuned_with_defaults():
+    inventory = REPO / "ansible" / "inventories" / "local" / "hosts.yml"
+    machines = knobs.rendered(inventory, REPO / "ansible", ["default", "tuned"], experiment.KNOB_PREFIXES,
+                              extra_vars={"tuned": aa.AS_DEFAULT})
+    assert machines["tuned"]["httpd_mpm"] == machines["default"]["httpd_mpm"] == "prefork"
+    assert machines["tuned"]["camel_app_java_options"] == machines["default"]["camel_app_java_options"]
