@@ -13,7 +13,7 @@ from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, LOGS, REPO
-from lab.progress import step
+from lab.progress import info, step
 
 AS_DEFAULT = ANSIBLE_DIR / "host_vars" / "default.yml"
 RESTORE = "./start.sh up --only tuned"
@@ -22,15 +22,24 @@ RESTORE = "./start.sh up --only tuned"
 @contextmanager
 def tuned_as_default(backend: Backend, host: HostLab) -> Iterator[dict]:
     """The tuned machine with the default one's knobs inside the block; yields what run.json records."""
-    host.aa_begin()             # first: a run cut short from here on still says tuned must be restored
-    with step("A/A: provisioning the tuned machine with the default machine's knobs"):
-        _provision(backend, as_default=True)
+    host.aa_begin(RESTORE)      # first: a run cut short from here on still says tuned must be restored
     try:
+        with step("A/A: provisioning the tuned machine with the default machine's knobs"):
+            _provision(backend, as_default=True)
         yield {"mode": "aa", "tuned_knobs": str(AS_DEFAULT.relative_to(REPO))}
-    finally:
-        with step("A/A: provisioning the tuned machine back with its own knobs"):
-            _provision(backend, as_default=False)
-        host.aa_end()
+    except BaseException:
+        try:                    # the run's own error (a Ctrl-C, a failure) is what it reports, not the restore's
+            _restore(backend, host)
+        except Exception as error:  # noqa: BLE001
+            info(f"A/A: the tuned machine could not get its own knobs back ({error})")
+        raise
+    _restore(backend, host)
+
+
+def _restore(backend: Backend, host: HostLab) -> None:
+    with step("A/A: provisioning the tuned machine back with its own knobs"):
+        _provision(backend, as_default=False)
+    host.aa_end()
 
 
 def _provision(backend: Backend, as_default: bool) -> None:

@@ -85,11 +85,10 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None
     if a_a:
         if host is None:
             raise ValueError("an A/A run needs the host's lab record")
+        # The report before the restore: a restore that fails still leaves the run summarised.
         with interrupts.sigterm_as_interrupt(), aa.tuned_as_default(backend, host) as mode:
-            folder, measured = _experiment(backend, profile, schedule, repeat, mode)
-    else:
-        folder, measured = _experiment(backend, profile, schedule, repeat, {"mode": "ab"})
-    return _finish(folder, measured)
+            return _finish(*_experiment(backend, profile, schedule, repeat, mode))
+    return _finish(*_experiment(backend, profile, schedule, repeat, {"mode": "ab"}))
 
 
 def _experiment(backend: Backend, profile: load.LoadProfile, schedule: str | None, repeat: int,
@@ -113,7 +112,7 @@ def _experiment(backend: Backend, profile: load.LoadProfile, schedule: str | Non
             load.prepare()
         folder = RunFolder.create()
         info(f"run folder: {os.path.relpath(folder.root)}")
-        setup = _Setup(backend, profile, schedule, wiring, observed, placed, mode)
+        setup = _Setup(backend, profile, schedule, wiring, observed, placed, mode, _knobs(backend, mode))
         if repeat == 1:
             return folder, _trial(setup, folder, MACHINES)
         trials: list[dict] = []
@@ -154,6 +153,7 @@ class _Setup:
     observed: dict
     placed: dict
     mode: dict                  # {"mode": "ab"}, or an A/A run's (lab/aa.py)
+    knobs: dict                 # each machine's, read once per run
 
 
 def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measured:
@@ -164,7 +164,7 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
     try:
         folder.write_json(folder.status_json, {"backend": backend.name, "note": backend.emulation_note,
                                                "machines": setup.observed})
-        folder.write_json(folder.knobs_json, _knobs(backend, setup.mode))
+        folder.write_json(folder.knobs_json, setup.knobs)
         measured.phase = "starting PCP's logger"
         _measure(backend, setup.profile, setup.schedule, setup.wiring, folder, measured, order)
     except KeyboardInterrupt:
@@ -261,6 +261,7 @@ def _run_json(backend: Backend, profile: load.LoadProfile, schedule: str, folder
     result = measured.result
     return {
         "run_id": folder.run_id, "backend": backend.name, "backend_note": backend.emulation_note,
+        "backend_emulated": bool(getattr(backend, "emulated", False)),
         "schedule": schedule, "profile": asdict(profile),
         "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,

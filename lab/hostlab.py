@@ -7,6 +7,8 @@ checkout's lab is up (and with which backend), and commands run one at a time.
                  that still exists.
     busy.lock    held (flock) by the up, run or down that is changing the machines; released by
                  the kernel when that process ends, however it ends.
+    tuned-as-default.json   while an A/A run's tuned machine carries the default one's knobs
+                 (lab/aa.py); removed once it has its own again (or by up, up --only tuned, down).
 """
 from __future__ import annotations
 
@@ -126,9 +128,8 @@ class HostLab:
     def aa_pending(self) -> bool:
         return self.aa_file.is_file()
 
-    def aa_begin(self) -> None:
-        RunFolder.write_json(self.aa_file, {"since": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                                            "restore": "./start.sh up --only tuned"})
+    def aa_begin(self, restore: str) -> None:
+        RunFolder.write_json(self.aa_file, {"since": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "restore": restore})
 
     def aa_end(self) -> None:
         self.aa_file.unlink(missing_ok=True)

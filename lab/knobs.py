@@ -8,6 +8,7 @@ every other top-level key of a host_vars or group_vars file is unknown, except A
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -110,7 +111,7 @@ def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes:
     from ansible.template import Templar
     from ansible.vars.manager import VariableManager
 
-    init_plugin_loader()
+    _once(init_plugin_loader)
     loader = DataLoader()
     loader.set_basedir(str(ansible_dir))        # group_vars and host_vars beside site.yml, as ansible-playbook
     hosts_of = InventoryManager(loader=loader, sources=[str(inventory)])
@@ -125,6 +126,20 @@ def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes:
             variables.update(loader.load_from_file(str(extra_vars[name].resolve()), trusted_as_template=True) or {})
         variables.update({key: MASKED for key in variables if SECRET.search(key)})
         templar = Templar(loader=loader, variables=variables)
-        knobs[name] = {key: json.loads(json.dumps(templar.template(variables[key]), default=str))
-                       for key in sorted(variables) if key.startswith(prefixes)}
+        knobs[name] = {key: _render(templar, variables[key]) for key in sorted(variables) if key.startswith(prefixes)}
     return knobs
+
+
+def _render(templar, value: object) -> object:
+    """A value rendered to plain JSON types; one Ansible cannot render here (it needs the machine's facts, say)
+    stays as written, saying so, and the other knobs are still shown."""
+    try:
+        return json.loads(json.dumps(templar.template(value), default=str))
+    except Exception as error:  # noqa: BLE001  (Ansible's templating errors are many)
+        return f"{json.loads(json.dumps(value, default=str))} (not rendered here: {type(error).__name__})"
+
+
+@functools.cache
+def _once(setup) -> None:
+    """Ansible's plugin loader is set up once per process (a second time, it warns)."""
+    setup()

@@ -1,11 +1,13 @@
 """Visible progress: each step says what it does and how long it took; a long command says where it is."""
 from __future__ import annotations
 
+import queue
 import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,32 +49,54 @@ def maven_step(line: str) -> str | None:
     return doing[1] if doing else None
 
 
-def run_logged(command: list[str], log: Path, what: str, timeout_s: float, describe=maven_step,
-               **popen) -> subprocess.CompletedProcess:
+def run_logged(command: list[str], log: Path, what: str, timeout_s: float,
+               describe: Callable[[str], str | None] = maven_step, **popen) -> subprocess.CompletedProcess:
     """Runs a long, chatty command with its whole output in `log` and one line of progress on the terminal:
-    the elapsed time and where it is (describe() picks that from its lines), redrawn in place on a terminal,
-    every PIPE_EVERY_S otherwise; no terminal codes ever reach a pipe. TimeoutExpired after timeout_s."""
+    the elapsed time and where it is (describe() picks that from its lines), redrawn in place every second on a
+    terminal, every PIPE_EVERY_S in a pipe, silent stretches included; no terminal codes ever reach a pipe or the
+    log. Past timeout_s, or on any exception (Ctrl-C, SIGTERM), the command is killed: TimeoutExpired then."""
     from lab.analysis.numbers import clock  # numpy: the venv's; this module also runs before the venv exists
     tty = sys.stderr.isatty()
+    lines: queue.Queue[str | None] = queue.Queue()
     started = time.monotonic()
     shown_at, where = -PIPE_EVERY_S, "starting"
-    with log.open("w") as sink, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                 text=True, errors="replace", **popen) as process:
+    with log.open("w", encoding="utf-8") as sink:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   errors="replace", **popen)
+        reader = threading.Thread(target=_read_lines, args=(process, lines), daemon=True)
+        reader.start()
         try:
-            assert process.stdout is not None
-            for line in process.stdout:
-                sink.write(_ANSI.sub("", line))
-                where = describe(line) or where
+            while True:
+                try:
+                    line = lines.get(timeout=1.0)
+                except queue.Empty:
+                    line = ""
+                if line is None:                        # the command closed its output: it is ending
+                    break
+                if line:
+                    sink.write(_ANSI.sub("", line))
+                    where = describe(line) or where
                 now = time.monotonic()
                 if now - started > timeout_s:
-                    process.kill()
                     raise subprocess.TimeoutExpired(command, timeout_s)
-                if tty or now - shown_at >= PIPE_EVERY_S:
+                if (tty and now - shown_at >= 1.0) or now - shown_at >= PIPE_EVERY_S:
                     text = f"    {what}: {where} ({clock(now - started)})"
                     print(f"\r\x1b[2K{text}" if tty else text, end="" if tty else "\n", file=sys.stderr, flush=True)
                     shown_at = now
             process.wait(timeout=max(1.0, timeout_s - (time.monotonic() - started)))
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
         finally:
             if tty:
                 print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
     return subprocess.CompletedProcess(command, process.returncode)
+
+
+def _read_lines(process: subprocess.Popen, lines: queue.Queue) -> None:
+    """The command's output, line by line, then None: read apart so that silence does not stop the clock."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.put(line)
+    lines.put(None)

@@ -53,13 +53,31 @@ def test_tuned_has_defaults_knobs_inside_and_its_own_after_even_when_interrupted
         aa.refuse_if_pending(host)
 
 
-def test_an_a_a_run_says_so_in_every_record_and_a_b_refuses_meanwhile(steps, host, playbooks):  # noqa: F811
+def test_ctrl_c_while_tuned_takes_defaults_knobs_still_gives_its_own_back(host, playbooks, monkeypatch):
+    real = provision.run_playbook
+
+    def interrupted_first(inventory, log_dir, limit=None, extra_vars=None):
+        real(inventory, log_dir, limit, extra_vars)
+        if extra_vars:
+            raise KeyboardInterrupt
+        return PlaybookResult(0, {}, {}, log_dir)
+    monkeypatch.setattr(provision, "run_playbook", interrupted_first)
+    with pytest.raises(KeyboardInterrupt), aa.tuned_as_default(FakeBackend(), host):
+        pytest.fail("the block never runs when the first provisioning was interrupted")
+    assert playbooks.runs == [("tuned", aa.AS_DEFAULT), ("tuned", None)] and not host.aa_pending()
+
+
+def test_an_a_a_run_says_so_in_every_record_and_a_b_refuses_meanwhile(steps, host, playbooks,  # noqa: F811
+                                                                          monkeypatch):
+    modes = []
+    monkeypatch.setattr(experiment, "_knobs", lambda backend, mode: modes.append(mode) or {})
     assert experiment.run(FakeBackend(), load.QUICK, "parallel", repeat=2, host=host, a_a=True) == 0
     top = _run_json(steps)
     assert top["mode"] == "aa" and top["tuned_knobs"] == "ansible/host_vars/default.yml"
     assert json.loads((steps["run"] / "trials" / "1" / "run.json").read_text())["mode"] == "aa"
     assert not host.aa_pending() and playbooks.runs == [("tuned", aa.AS_DEFAULT), ("tuned", None)]
-    host.aa_begin()
+    assert [m["mode"] for m in modes] == ["aa"]             # knobs.json shows tuned with default's knobs
+    host.aa_begin(aa.RESTORE)
     with pytest.raises(StepFailed, match="./start.sh up --only tuned restores them"):
         experiment.run(FakeBackend(), load.QUICK, "parallel", host=host)
 

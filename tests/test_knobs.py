@@ -66,3 +66,13 @@ def test_the_runs_knobs_are_rendered_and_secrets_never_shown(ansible_copy):
     # the secrets the lab made for its machines, if it did here, appear nowhere
     for made in (REPO / ".cache" / "secrets").glob("*ajp-secret"):
         assert made.read_text().strip() not in json.dumps(machines)
+
+
+def test_a_value_ansible_cannot_render_here_is_shown_as_written_and_the_rest_still_are(ansible_copy):
+    from lab.experiment import KNOB_PREFIXES
+    from lab.knobs import rendered
+    host_vars = ansible_copy / "host_vars" / "tuned.yml"
+    host_vars.write_text(host_vars.read_text() + "\nhttpd_server_name: \"{{ ansible_facts['fqdn'] }}\"\n")
+    machines = rendered(ansible_copy / "inventories" / "local" / "hosts.yml", ansible_copy, ["tuned"], KNOB_PREFIXES)
+    assert machines["tuned"]["httpd_server_name"].startswith("{{ ansible_facts['fqdn'] }} (not rendered here: ")
+    assert machines["tuned"]["httpd_mpm"] == "worker"

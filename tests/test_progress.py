@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -43,10 +45,24 @@ def test_in_a_pipe_progress_is_rare_and_the_exit_status_is_kept(tmp_path, capsys
     assert len(capsys.readouterr().err.splitlines()) == 1             # within PIPE_EVERY_S: the first line only
 
 
-def test_a_command_past_its_time_limit_is_stopped(tmp_path):
-    slow = "import time\nwhile True:\n    print('[INFO] waiting', flush=True)\n    time.sleep(0.2)\n"
+def test_a_silent_command_still_shows_the_clock_and_is_stopped_at_its_limit(tmp_path, capsys, monkeypatch):
+    # Maven downloading without a word (-ntp): the clock goes on, and the time limit holds.
+    monkeypatch.setattr(progress, "PIPE_EVERY_S", 1.0)
+    pid_file = tmp_path / "pid"
+    silent = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        progress.run_logged([sys.executable, "-c", slow], tmp_path / "slow.log", "Maven", 1.0)
+        progress.run_logged([sys.executable, "-c", silent], tmp_path / "silent.log", "Maven", 3.0)
+    assert time.monotonic() - started < 10
+    assert len(capsys.readouterr().err.splitlines()) >= 2                    # 0:00, then 0:01, 0:02 …
+    assert not Path(f"/proc/{pid_file.read_text()}").exists()               # killed, not left running
+
+
+def test_on_a_terminal_the_line_is_redrawn_in_place(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    progress.run_logged([sys.executable, "-c", FAKE_MAVEN, "0"], tmp_path / "build.log", "Maven", 60)
+    printed = capsys.readouterr().err
+    assert "\r\x1b[2K    Maven: " in printed and printed.endswith("\r\x1b[2K") and "\n" not in printed
 
 
 def test_maven_step_lines_are_read_and_others_are_not():

@@ -77,9 +77,11 @@ def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):
     monkeypatch.delenv("LAB_VAGRANT_MEMORY_MB")
     assert f"two VMs with {vagrantfile_settings()['memory']} MiB" in VagrantBackend().emulation_note
     # Software emulation is said where the figures are shown: the terminal's headline and the report's banner.
+    monkeypatch.setenv("LAB_LIBVIRT_DRIVER", "kvm")
+    assert "emulation" not in VagrantBackend().emulation_note and not VagrantBackend().emulated
     monkeypatch.setenv("LAB_LIBVIRT_DRIVER", "qemu")
     note = VagrantBackend().emulation_note
-    assert "under QEMU's software emulation (no KVM here)" in note
+    assert "under QEMU's software emulation (no KVM)" in note and VagrantBackend().emulated
     from lab.analysis.headline import headline
     assert f"  Backend: {note}." in headline({"run": {"backend": "vagrant", "backend_note": note}, "machines": {}})
 

@@ -144,12 +144,12 @@ LONE_PAUSE_MIN_COUNT = 20
 
 def _lone_pause(gc: dict) -> str:
     """The longest GC pause put in context when it is one outlier: its ratio alone reads as a pattern."""
-    longest, p99 = number(gc.get("pause_max_ms")), number(gc.get("pause_p99_ms"))
+    longest, p99 = number(gc.get("pause_max_ms")), number(gc.get("pause_others_p99_ms"))
     if longest is None or not p99 or gc.get("pause_count", 0) < LONE_PAUSE_MIN_COUNT \
             or longest < LONE_PAUSE_FACTOR * p99:
         return ""
-    return (f" Its longest pause ({_ms(longest)}) stands alone: {longest / p99:.1f} times its 99th percentile "
-            f"({_ms(p99)}); one pause, not a pattern.")
+    return (f" Its longest pause ({_ms(longest)}) stands alone: {longest / p99:.1f} times the 99th percentile of "
+            f"the others ({_ms(p99)}); one pause, not a pattern.")
 
 
 def _fmt_rate(value) -> str:

@@ -23,11 +23,16 @@ class VagrantBackend(SshBackend):
         # The Vagrantfile sizes the VMs from the same variable, with the same default.
         memory_mb = os.environ.get("LAB_VAGRANT_MEMORY_MB", "512")
         note = f"vagrant backend: two VMs with {memory_mb} MiB and 2 vCPUs each"
-        if os.environ.get("LAB_LIBVIRT_DRIVER") == "qemu" or not kvm_usable():
+        if self.emulated:
             # Every instruction emulated: figures many times slower than on hardware, and not its proportions.
-            note += (", under QEMU's software emulation (no KVM here): the figures are far below what the same "
+            note += (", under QEMU's software emulation (no KVM): the figures are far below what the same "
                      "VMs do on hardware, and the ratio is the emulator's as much as the tuning's")
         return note
+
+    @property
+    def emulated(self) -> bool:
+        """libvirt's qemu driver (the Vagrantfile's LAB_LIBVIRT_DRIVER): every instruction emulated in software."""
+        return os.environ.get("LAB_LIBVIRT_DRIVER") == "qemu"
 
     def __init__(self) -> None:
         if not shutil.which("vagrant"):
