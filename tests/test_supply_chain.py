@@ -55,3 +55,52 @@ def test_the_users_install_is_not_the_test_suites():
     assert user["requirements"] == ["requirements.txt"]
     assert tests["requirements"] == ["requirements.txt", "requirements-dev.txt", "mock-service/requirements.txt"]
     assert {"openjdk-17-jdk-headless", "supervisor", "pcp"} <= set(user["packages"])    # what running the lab needs
+
+
+def _fake_tool(folder: Path, name: str, script: str) -> None:
+    (folder / name).write_text("#!/bin/sh\n" + script)
+    (folder / name).chmod(0o755)
+
+
+@pytest.mark.fast
+def test_install_deps_installs_a_missing_package_and_keeps_apts_messages_but_not_its_noise(tmp_path):
+    # A copy of the script in a tree of its own, with apt, dpkg-query and id faked: every package but
+    # pcp missing, root, and an apt-get that logs its arguments and says what apt says on a fresh box.
+    (tmp_path / "tools").mkdir()
+    shutil.copy2(REPO / "tools" / "install-deps", tmp_path / "tools" / "install-deps")
+    (tmp_path / "requirements.txt").write_text("")
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    fakes = tmp_path / "fakes"
+    fakes.mkdir()
+    for folder, name, script in [
+        (fakes, "dpkg-query", '[ "$3" = pcp ] && printf "install ok installed"; exit 0\n'),
+        (fakes, "id", "echo 0\n"),
+        (fakes, "apt-get", f'echo "$*" >> {tmp_path}/apt.log\n[ "$1" = install ] || exit 0\n'
+                           'echo "debconf: delaying package configuration, since apt-utils is not installed" >&2\n'
+                           'echo "W: a warning the user should see" >&2\n'),
+        (venv_bin, "python", "exit 0\n"), (venv_bin, "pip", "exit 0\n"),
+    ]:
+        _fake_tool(folder, name, script)
+    result = subprocess.run([str(tmp_path / "tools" / "install-deps")], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stderr
+    installs = [line for line in (tmp_path / "apt.log").read_text().splitlines() if line.startswith("install")]
+    assert len(installs) == 1 and "openjdk-17-jdk-headless" in installs[0] and "supervisor" in installs[0]
+    assert "W: a warning the user should see" in result.stderr
+    assert "apt-utils" not in result.stderr
+
+
+@pytest.mark.fast
+def test_install_deps_stops_when_apt_fails(tmp_path):
+    (tmp_path / "tools").mkdir()
+    shutil.copy2(REPO / "tools" / "install-deps", tmp_path / "tools" / "install-deps")
+    fakes = tmp_path / "fakes"
+    fakes.mkdir()
+    _fake_tool(fakes, "dpkg-query", "exit 1\n")
+    _fake_tool(fakes, "id", "echo 0\n")
+    _fake_tool(fakes, "apt-get", '[ "$1" = install ] || exit 0\necho "E: Unable to locate package openjdk" >&2\nexit 100\n')
+    result = subprocess.run([str(tmp_path / "tools" / "install-deps")], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"})
+    assert result.returncode == 100, result.stderr
+    assert "E: Unable to locate package openjdk" in result.stderr
