@@ -62,6 +62,54 @@ def _load_options(defaults: bool) -> argparse.ArgumentParser:
     return options
 
 
+def _capacity_options() -> argparse.ArgumentParser:
+    """The capacity experiment's options: an open model's steps and the SLO they must meet."""
+    steps, slo = load.FULL_STEPS, load.FULL_STEPS.slo
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--start-rate", type=int, metavar="RPS", help=f"first step's arrivals per second "
+                                                                         f"(default {steps.start_rps})")
+    options.add_argument("--step-rate", type=int, metavar="RPS", help=f"added at each step (default {steps.step_rps})")
+    options.add_argument("--step-length", type=int, metavar="SECONDS", help=f"each step (default {steps.step_s} s)")
+    options.add_argument("--max-rate", type=int, metavar="RPS", help=f"the last step at most (default {steps.max_rps})")
+    options.add_argument("--slo-p99", type=int, metavar="MS", help=f"a step's p99 at most (default {slo.p99_ms} ms)")
+    options.add_argument("--slo-errors", type=float, metavar="PERCENT",
+                         help=f"a step's errors at most (default {slo.error_pct:g}%%)")
+    options.add_argument("--quick", action="store_true", help=f"a smoke run: {load.QUICK_STEPS.describe()}")
+    options.add_argument("--schedule", choices=load.SCHEDULES, help="both machines at once, or one after the other "
+                                                                    "(default: as for run)")
+    options.add_argument("--repeat", type=int, metavar="N", help="N trials (default 1)")
+    return options
+
+
+# option, StepLoad field, smallest value
+_STEP_OPTIONS = (("--start-rate", "start_rps", 1), ("--step-rate", "step_rps", 1), ("--step-length", "step_s", 1),
+                 ("--max-rate", "max_rps", 1))
+
+
+def _steps(args: argparse.Namespace) -> load.StepLoad:
+    """The capacity run's steps the options ask for; a bad value is named as the user typed it."""
+    steps = load.QUICK_STEPS if args.quick else load.FULL_STEPS
+    overrides: dict = {}
+    for option, field, smallest in _STEP_OPTIONS:
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and value < smallest:
+            raise StepFailed(f"{option} {value}: must be {smallest} or more")
+        if value is not None:
+            overrides[field] = value
+    if args.slo_p99 is not None and args.slo_p99 < 1:
+        raise StepFailed(f"--slo-p99 {args.slo_p99}: must be 1 ms or more")
+    if args.slo_errors is not None and not 0 <= args.slo_errors <= 100:
+        raise StepFailed(f"--slo-errors {args.slo_errors:g}: must be a percentage, 0 to 100")
+    if args.repeat is not None and args.repeat < 1:
+        raise StepFailed(f"--repeat {args.repeat}: must be 1 or more")
+    slo = load.Slo(p99_ms=args.slo_p99 if args.slo_p99 is not None else steps.slo.p99_ms,
+                   error_pct=args.slo_errors if args.slo_errors is not None else steps.slo.error_pct)
+    start, most = overrides.get("start_rps", steps.start_rps), overrides.get("max_rps", steps.max_rps)
+    if most < start:
+        raise StepFailed(f"--max-rate {most} is below --start-rate {start}")
+    return replace(steps, **overrides, slo=slo)
+
+
 # option, LoadProfile field, smallest value
 _PROFILE_OPTIONS = (("--users", "users", 1), ("--ramp", "ramp_s", 0), ("--duration", "duration_s", 1),
                     ("--think", "think_ms", 0))
@@ -99,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
                            help="provision this machine only (after changing its knobs; the other is left as it is)")
     commands.add_parser("run", parents=[common, _load_options(defaults=False)],
                         help="load both machines side by side, collect the evidence, write the report")
+    commands.add_parser("capacity", parents=[common, _capacity_options()],
+                        help="each machine's capacity: arrivals stepped up until the SLO is missed, the report "
+                             "with the latency-throughput curve and where each broke")
     status_parser = commands.add_parser("status", parents=[common], help="what each machine really runs")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands.add_parser("down", parents=[common], help="stop and remove everything the lab created")
@@ -119,7 +170,8 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     host = host or HostLab()
     try:
         # A bad option fails here, before anything starts.
-        profile = _profile(args) if args.command in (None, "run") else None
+        profile = _profile(args) if args.command in (None, "run") else _steps(args) if args.command == "capacity" \
+            else None
         if args.backend is None:
             args.backend, args.inventory, why = lifecycle.default_backend(host)
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
@@ -140,17 +192,18 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
         return 130
 
 
-def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: load.LoadProfile | None) -> int:
-    """up, run, down, or the whole experiment: the commands that change the machines."""
+def _change(args: argparse.Namespace, backend: Backend, host: HostLab, profile: load.Profile | None) -> int:
+    """up, run, capacity, down, or the whole experiment: the commands that change the machines."""
     if args.command in (None, "up"):
         lifecycle.up(backend, args.inventory, host, only=getattr(args, "only", None))
         if args.command == "up":
             print("Next: ./start.sh run   (load both, write the report)    ./start.sh status   (what each machine "
                   "runs)    ./start.sh down   (remove everything)", file=sys.stderr)
             return 0
-    if args.command in (None, "run"):
+    if args.command in (None, "run", "capacity"):
         assert profile is not None
-        return experiment.run(backend, profile, args.schedule, args.repeat or 1, host=host, a_a=args.aa)
+        return experiment.run(backend, profile, args.schedule, args.repeat or 1, host=host,
+                              a_a=getattr(args, "aa", False))
     if args.command == "down":
         lifecycle.down(backend, host)
         return 0

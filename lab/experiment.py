@@ -70,7 +70,7 @@ def _make_report(run: RunFolder) -> Path | None:
         return None
 
 
-def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None, repeat: int = 1,
+def run(backend: Backend, profile: load.Profile, schedule: str | None = None, repeat: int = 1,
         host: HostLab | None = None, a_a: bool = False) -> int:
     """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
     SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
@@ -91,7 +91,7 @@ def run(backend: Backend, profile: load.LoadProfile, schedule: str | None = None
     return _finish(*_experiment(backend, profile, schedule, repeat, {"mode": "ab"}))
 
 
-def _experiment(backend: Backend, profile: load.LoadProfile, schedule: str | None, repeat: int,
+def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int,
                 mode: dict) -> tuple[RunFolder, _Measured]:
     """The run up to its report: the placement, the machines checked, then one trial or several."""
     where = placement.for_backend(backend.name)
@@ -147,7 +147,7 @@ def _experiment(backend: Backend, profile: load.LoadProfile, schedule: str | Non
 class _Setup:
     """What every trial of a run shares."""
     backend: Backend
-    profile: load.LoadProfile
+    profile: load.Profile
     schedule: str
     wiring: dict
     observed: dict
@@ -221,15 +221,15 @@ def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
         measured.recording.remove(name)
 
 
-def _measure(backend: Backend, profile: load.LoadProfile, schedule: str, wiring: dict, folder: RunFolder,
+def _measure(backend: Backend, profile: load.Profile, schedule: str, wiring: dict, folder: RunFolder,
              measured: _Measured, order: tuple[str, ...] = MACHINES) -> None:
     with step("Starting PCP's logger on both machines"):
         for name in MACHINES:
             measured.recording.append(name)
             measured.memory_before[name] = evidence.start_recording(backend, name)
     measured.phase = "the load"
-    title = (f"Loading both machines ({schedule}: {profile.users} users each, ramp {profile.ramp_s} s, "
-             f"{profile.duration_s} s{' per machine' if schedule == 'sequential' else ''}; Ctrl-C stops cleanly)")
+    title = (f"Loading both machines ({schedule}: {profile.describe()}"
+             f"{' per machine' if schedule == 'sequential' else ''}; Ctrl-C stops cleanly)")
     with step(title):
         try:
             measured.result = load.run({name: wiring[name].base_url for name in MACHINES}, profile,
@@ -238,6 +238,8 @@ def _measure(backend: Backend, profile: load.LoadProfile, schedule: str, wiring:
         finally:
             for name in list(measured.recording):
                 _stop_recording(backend, name, measured)
+    for name, after_s in measured.result.ended_early.items():
+        info(f"{name}: its load ended after {after_s:.0f} s, past its capacity (the SLO missed in consecutive steps)")
     if measured.result.interrupted:
         measured.ended = {"how": "interrupted", "during": "the load"}
         killed = [problem for problem in measured.result.problems if problem.startswith("JMeter was killed")]
@@ -256,13 +258,14 @@ def _measure(backend: Backend, profile: load.LoadProfile, schedule: str, wiring:
                 info(f"{name}: missing {', '.join(events['missing'])}")
 
 
-def _run_json(backend: Backend, profile: load.LoadProfile, schedule: str, folder: RunFolder,
+def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: RunFolder,
               measured: _Measured) -> dict:
     result = measured.result
     return {
         "run_id": folder.run_id, "backend": backend.name, "backend_note": backend.emulation_note,
         "backend_emulated": bool(getattr(backend, "emulated", False)),
-        "schedule": schedule, "profile": asdict(profile),
+        "schedule": schedule, "profile": {"model": profile.model, **asdict(profile)},
+        "ended_early_s": result.ended_early if result else {},
         "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,
         "interrupted": measured.ended["how"] != "completed", "ended": measured.ended,

@@ -17,7 +17,29 @@ def headline(summary: dict) -> list[str]:
     return lines
 
 
+def _capacity(summary: dict) -> list[str]:
+    run = summary.get("run") or {}
+    machines = summary.get("machines") or {}
+    slo = next((m["capacity"]["slo"]["text"] for m in machines.values() if (m or {}).get("capacity")), "?")
+    lines = [f"Capacity ({run.get('schedule') or '?'}, open model; a step meets the SLO when {slo}):"]
+    for machine in MACHINES:
+        found = (machines.get(machine) or {}).get("capacity")
+        if not found:
+            lines.append(f"  {machine:<8} no JMeter results")
+            continue
+        rate = found.get("capacity_rps")
+        shown = "none" if rate is None else f"{'at least ' if found.get('reached_max') else ''}{rate} req/s"
+        lines.append(f"  {machine:<8} capacity {shown}" + (f"; {found['broke']}" if found.get("broke") else
+                                                          f" ({found['note']})" if found.get("note") else ""))
+    ratio = (summary.get("capacity") or {}).get("ratio")
+    lines.append(f"  tuned/default capacity: {_times(ratio)}" if ratio is not None
+                 else f"  {(summary.get('capacity') or {}).get('note') or 'no ratio'}.")
+    return lines + _ending(summary)
+
+
 def _single(summary: dict) -> list[str]:
+    if summary.get("capacity"):
+        return _capacity(summary)
     run = summary.get("run") or {}
     profile = run.get("profile") or {}
     machines = summary.get("machines") or {}
@@ -49,6 +71,13 @@ def _single(summary: dict) -> list[str]:
                        (loads.get("default") or {}).get("throughput_rps"))
         if ratio is not None:
             lines.append(f"  tuned/default throughput: {_times(ratio)}")
+    return lines + _ending(summary)
+
+
+def _ending(summary: dict) -> list[str]:
+    """How the run ended, its verdict, its backend, and that one trial has no interval."""
+    run = summary.get("run") or {}
+    lines = []
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
         how = "stopped by an error" if ended["how"] == "failed" else ended["how"]
@@ -85,13 +114,15 @@ def _repeated(summary: dict) -> list[str]:
     run = summary.get("run") or {}
     profile = run.get("profile") or {}
     trials = summary.get("trials") or []
-    lines = [f"Result ({len(trials)} trials, {run.get('schedule') or '?'}, {profile.get('users', '?')} users per "
-             f"machine, {clock(number(profile.get('duration_s')))} of load each; steady state):"]
+    load = "open model, capacity" if profile.get("model") == "open" else \
+        f"{profile.get('users', '?')} users per machine, {clock(number(profile.get('duration_s')))} of load each; " \
+        "steady state"
+    lines = [f"Result ({len(trials)} trials, {run.get('schedule') or '?'}, {load}):"]
     for trial in trials:
         lines.append(f"  trial {trial['number']}: default {_fmt_rate(trial.get('default_rps'))}, tuned "
                      f"{_fmt_rate(trial.get('tuned_rps'))}" + (f"  ({trial['verdict']})" if trial.get("verdict") else ""))
     rows = {row["key"]: row for row in summary.get("comparison") or []}
-    for key, label in (("throughput_rps", "throughput"), ("p95_ms", "p95 latency")):
+    for key, label in (("capacity_rps", "capacity"), ("throughput_rps", "throughput"), ("p95_ms", "p95 latency")):
         if key in rows:
             lines.append(f"  tuned/default {label}: {interval_text(rows[key])}")
     note = (summary.get("definitions") or {}).get("interval_note")

@@ -135,25 +135,31 @@ def _error_label(code: str, message: str) -> str:
     return code or message or "failed"
 
 
-def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict) -> dict:
-    """Figures of one machine's samples; fills series with its per-second and per-10-s series."""
+def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict, steady: bool = True) -> dict:
+    """Figures of one machine's samples; fills series with its per-second and per-10-s series. steady=False
+    (an open model's steps, whose load changes by design): the window is the whole load, settled None."""
     n = len(samples)
     first_start = min(samples.start) / 1000.0
     last_end = max(samples.end(i) for i in range(n)) / 1000.0
     _fill_series(samples, t0, series)
     ramp_end = min(first_start + ramp_s, last_end)
-    settled = steady_state.detect(series["seconds"], series["throughput_rps"], series["mean_ms"],
-                                  earliest_s=ramp_end - t0, end_s=last_end - t0)
-    steady_start = t0 + settled.start_s if settled.settled and settled.start_s is not None else ramp_end
+    if steady:
+        settled = steady_state.detect(series["seconds"], series["throughput_rps"], series["mean_ms"],
+                                      earliest_s=ramp_end - t0, end_s=last_end - t0)
+        steady_start = t0 + settled.start_s if settled.settled and settled.start_s is not None else ramp_end
+        found = {"settled": settled.settled, "warmup_s": settled.warmup_s, "detection": settled.as_json(),
+                 "basis": "from the end of the warm-up (" + settled.rule + ") to the last sample's end; "
+                          "samples that started in it"}
+    else:
+        steady_start = first_start
+        found = {"settled": None, "warmup_s": None, "detection": None,
+                 "basis": "the whole load: its rate steps up by design, so no steady state is looked for"}
     window = {"start_at": round(steady_start, 3), "end_at": round(last_end, 3),
               "start_s": round(steady_start - t0, 3), "end_s": round(last_end - t0, 3),
-              "duration_s": round(last_end - steady_start, 3), "ramp_end_s": round(ramp_end - t0, 3),
-              "settled": settled.settled, "warmup_s": settled.warmup_s, "detection": settled.as_json(),
-              "basis": "from the end of the warm-up (" + settled.rule + ") to the last sample's end; "
-                       "samples that started in it"}
+              "duration_s": round(last_end - steady_start, 3), "ramp_end_s": round(ramp_end - t0, 3), **found}
     if window["duration_s"] <= 0:
         window["note"] = "no steady state: the load ended before the ramp-up did"
-    elif not settled.settled:
+    elif steady and not settled.settled:
         window["note"] = f"no steady state: {settled.reason}"
     steady_ms = steady_start * 1000.0
     steady = [i for i in range(n) if samples.start[i] >= steady_ms]

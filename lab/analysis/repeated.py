@@ -68,7 +68,7 @@ def _noise_floor(rows: list[dict]) -> dict:
 
 def _trial_row(trial: RunFolder, figures: dict, folder: RunFolder) -> dict:
     rows = {row["key"]: row for row in figures.get("comparison") or []}
-    throughput = rows.get("throughput_rps") or {}
+    throughput = rows.get("capacity_rps") or rows.get("throughput_rps") or {}    # a capacity run's: its capacity
     verdict = figures.get("verdict") or {}
     run = figures.get("run") or {}
     return {"number": int(trial.root.name), "folder": folder.relative(trial.root),
@@ -86,6 +86,8 @@ def _comparison(summaries: list[dict]) -> list[dict]:
     rows = []
     for key, label, unit, _get, better in single.COMPARED:
         per_trial = [next((row for row in s.get("comparison") or [] if row["key"] == key), None) for s in summaries]
+        if not any(per_trial):                          # a row no trial has (capacity, in a run of users)
+            continue
         present = [row for row in per_trial if row and row["default"] is not None and row["tuned"] is not None]
         usable = [row for row in present if row["ratio"] is not None]
         interval = stats.ratio_interval([row["default"] for row in usable], [row["tuned"] for row in usable])

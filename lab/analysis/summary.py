@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.analysis import gclog, verdict
+from lab.analysis import capacity, gclog, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -30,6 +30,7 @@ from lab.analysis.numbers import number as _number
 from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.pcp import analyze_pcp
 from lab.analysis.prose import what_happened
+from lab.load.openmodel import StepLoad
 from lab.machines import MACHINES
 from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
@@ -124,6 +125,8 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         problems.extend(f"{machine}: {p}" for p in entry["missing"])
 
     summary["comparison"] = _comparison(summary["machines"])
+    if _step_load(run) is not None:
+        summary["capacity"] = capacity.compare({name: m.get("capacity") or {} for name, m in summary["machines"].items()})
     summary["verdict"] = verdict.judge(summary, folder.jmeter.loadgen)
     summary["knobs"] = _knobs(knobs)
     summary["observed"] = _observed(status, machines)
@@ -142,8 +145,11 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
 
     results = folder.results(machine)
     dashboard = folder.dashboard(machine)
+    steps = _step_load(run)
     if samples:
-        entry["load"] = analyze_load(samples, t0, ramp_s, series.setdefault("load", {}))
+        entry["load"] = analyze_load(samples, t0, ramp_s, series.setdefault("load", {}), steady=steps is None)
+        if steps is not None:
+            entry["capacity"] = capacity.analyze(samples, steps, t0)
         window = (entry["load"]["window"]["start_at"], entry["load"]["window"]["end_at"])
         load_window = (t0 + entry["load"]["load_start_s"], t0 + entry["load"]["load_end_s"])
     else:
@@ -242,14 +248,30 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
     return entry, series
 
 
+def _step_load(run: dict) -> StepLoad | None:
+    """A capacity run's steps, from run.json's profile (None for a closed model's run, or a bad profile)."""
+    profile = run.get("profile") if isinstance(run.get("profile"), dict) else {}
+    try:
+        return capacity.step_load(profile)
+    except (TypeError, ValueError):
+        return None
+
+
 def _read_events(folder: RunFolder, machine: str) -> tuple[dict | None, str | None]:
     problems: list[str] = []
     events = folder.read_json(folder.events_json(machine), problems, "events")
     return events, (problems[0] if problems else None)
 
 
+def _measured_capacity(machine: dict) -> float | None:
+    """A capacity run's capacity, when it was found (a lower bound, or none, gives no ratio)."""
+    found = machine.get("capacity") or {}
+    return found.get("capacity_rps") if found.get("found") else None
+
+
 COMPARED = (
     # key, label, unit, getter, better
+    ("capacity_rps", "Capacity (the highest arrival rate that met the SLO)", "req/s", _measured_capacity, "higher"),
     ("throughput_rps", "Throughput (steady state)", "req/s", lambda m: (m.get("load") or {}).get("throughput_rps"), "higher"),
     ("good_throughput_rps", "Answered without error, per second (steady state)", "req/s",
      lambda m: (m.get("load") or {}).get("good_throughput_rps"), "higher"),
@@ -287,6 +309,8 @@ def _comparison(machines: dict) -> list[dict]:
                  if ((m.get("load") or {}).get("window") or {}).get("settled") is False]
     rows = []
     for key, label, unit, get, better in COMPARED:
+        if key == "capacity_rps" and "capacity" not in default and "capacity" not in tuned:
+            continue                                    # not a capacity run
         a, b = get(default), get(tuned)
         row = {"key": key, "label": label, "unit": unit, "default": a, "tuned": b, "ratio": _ratio(b, a),
                "better": better}

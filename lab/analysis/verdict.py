@@ -75,6 +75,9 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
             findings.append({"kind": "not settled", "machine": name, "figures": {"detection": window.get("detection")},
                              "sentence": f"{name} never reached a steady state ({reason}): no ratio is reported; "
                                          "a longer run (--duration) lets it settle."})
+        elif window.get("settled") is None and window.get("start_s") is not None:
+            checked.append(f"the whole load, {clock(window['start_s'])} to {clock(window.get('end_s'))} (its rate "
+                           "steps up: no steady state is looked for)")
         elif window.get("start_s") is not None:
             checked.append(f"steady from {clock(window['start_s'])} ({window.get('warmup_s') or 0:.0f} s of warm-up "
                            f"after the ramp-up) to {clock(window.get('end_s'))}")

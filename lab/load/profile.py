@@ -32,6 +32,21 @@ class LoadProfile:
         if self.users < 1 or self.duration_s < 1:
             raise ValueError("LoadProfile needs users >= 1 and duration_s >= 1")
 
+    model = "closed"
+
+    def group_properties(self, machine: str, active: bool) -> dict[str, str]:
+        """A machine's thread group: its users, none when it idles (the other's turn, sequential)."""
+        return {f"{machine}.users": str(self.users) if active else "0"}
+
+    def describe(self) -> str:
+        return f"{self.users} users each, ramp {self.ramp_s} s, {self.duration_s} s"
+
+    def most_samples(self) -> float:
+        """An upper estimate of the requests one machine can answer in this profile."""
+        rate = CEILING_RPS_PER_MACHINE if self.think_ms == 0 else min(CEILING_RPS_PER_MACHINE,
+                                                                      self.users * 1000 / self.think_ms)
+        return self.duration_s * rate
+
     def properties(self) -> dict[str, str]:
         """The plan's JMeter properties for this profile."""
         return {"users": str(self.users), "ramp_s": str(self.ramp_s), "duration_s": str(self.duration_s),
@@ -49,10 +64,8 @@ FIXED_RUN_BYTES = 100 * 1024 * 1024
 
 
 def run_folder_bytes(profile: LoadProfile, machines: int = 2) -> int:
-    """An upper estimate of the disk a run of this profile fills."""
-    rate = CEILING_RPS_PER_MACHINE if profile.think_ms == 0 else min(CEILING_RPS_PER_MACHINE,
-                                                                      profile.users * 1000 / profile.think_ms)
-    return int(machines * profile.duration_s * rate * RESULT_ROW_BYTES) + FIXED_RUN_BYTES
+    """An upper estimate of the disk a run of this profile (or an open model's, lab.load.openmodel) fills."""
+    return int(machines * profile.most_samples() * RESULT_ROW_BYTES) + FIXED_RUN_BYTES
 
 
 FULL = LoadProfile()
@@ -72,4 +85,5 @@ class LoadResult:
     profile: LoadProfile
     problems: list[str] = field(default_factory=list)   # what went wrong without stopping the run
     log: Path | None = None             # out_dir/jmeter.log
+    ended_early: dict[str, float] = field(default_factory=dict)     # machine -> s: an open model's SLO missed
 

@@ -6,10 +6,12 @@ import csv
 import dataclasses
 import io
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis.numbers import clock, percentile
+from lab.load.openmodel import StepWatch
 
 
 class _CsvTail:
@@ -71,6 +73,8 @@ class _MachineProgress:
     requests_per_s: float = 0.0
     p95_ms: float | None = None
     last_poll: float | None = None
+    watch: StepWatch | None = None          # an open model's steps: whether the machine is past its capacity
+    ended_early_s: float | None = None      # its load ended this long after it started: the SLO was missed
     tail: _CsvTail = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,19 +87,28 @@ class _MachineProgress:
         rows = self.tail.read()
         columns = self.tail.columns or {}
         elapsed_i, success_i, threads_i = columns.get("elapsed"), columns.get("success"), columns.get("grpThreads")
+        start_i = columns.get("timeStamp")
         interval = []
         for row in rows:
             self.samples += 1
-            if success_i is not None and success_i < len(row) and row[success_i] != "true":
-                self.errors += 1
+            ok = not (success_i is not None and success_i < len(row) and row[success_i] != "true")
+            self.errors += not ok
             if elapsed_i is not None and elapsed_i < len(row) and row[elapsed_i].isdigit():
                 interval.append(int(row[elapsed_i]))
+                if self.watch is not None and start_i is not None and start_i < len(row) and row[start_i].isdigit():
+                    self.watch.add(int(row[start_i]), interval[-1], ok)
+        if self.watch is not None:
+            self.watch.judge(time.time() * 1000)
         if rows and threads_i is not None and threads_i < len(rows[-1]) and rows[-1][threads_i].isdigit():
             self.active_threads = int(rows[-1][threads_i])
         span = now - (self.last_poll or now)
         self.requests_per_s = len(rows) / span if span > 0.05 else self.requests_per_s
         self.p95_ms = percentile(sorted(interval), 95)
         self.last_poll = now
+
+    @property
+    def broken(self) -> bool:
+        return self.watch is not None and self.watch.broken
 
     def finish(self, now: float) -> None:
         self.poll(now)

@@ -16,6 +16,7 @@ from pathlib import Path
 from lab.interrupts import sigterm_as_interrupt
 from lab.load.cpu import CpuSampler
 from lab.load.jmeter import PLAN, _runtime_jar, as_properties, java_executable, jmeter_home, launch, prepare
+from lab.load.openmodel import StepLoad, StepWatch, open_plan
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
 from lab.load.targets import _parse_targets, _Target
@@ -95,22 +96,27 @@ def _kill(popen: subprocess.Popen) -> None:
             return
 
 
-def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: LoadProfile,
+def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder) -> Path:
+    """The plan this profile runs: the lab's, or for an open model the lab's made open, kept in the run."""
+    return open_plan(PLAN, folder.root / "open-model.jmx") if isinstance(profile, StepLoad) else PLAN
+
+
+def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: LoadProfile | StepLoad,
                     phase: list[_Target], path: str, folder: JMeterFolder) -> list[str]:
     props = {**ENGINE_PROPERTIES, **profile.properties(), "path": path,
              "jmeterengine.nongui.port": str(udp_port), "jmeterengine.nongui.maxport": str(udp_port)}
     active = {t.machine: t for t in phase}
     for machine in MACHINES:
         target = active.get(machine)
-        if target is None:                      # this group idles: 0 users, results nowhere
-            props[f"{machine}.users"] = "0"
+        props.update(profile.group_properties(machine, active=target is not None))
+        if target is None:                      # this group idles, its results nowhere
             props[f"{machine}.results"] = os.devnull
             continue
-        props.update({f"{machine}.users": str(profile.users), f"{machine}.protocol": target.protocol,
+        props.update({f"{machine}.protocol": target.protocol,
                       f"{machine}.host": target.host, f"{machine}.port": str(target.port),
                       f"{machine}.path": target.path,
                       f"{machine}.results": str(folder.results(machine))})
-    return launch(java, jar, "-n", "-t", str(PLAN), "-j", str(log), *as_properties(props))
+    return launch(java, jar, "-n", "-t", str(_plan(profile, folder)), "-j", str(log), *as_properties(props))
 
 
 def _granularity_ms(duration_s: int) -> int:
@@ -136,7 +142,7 @@ def _has_samples(csv_path: Path) -> bool:
         return False
 
 
-def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile: LoadProfile,
+def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile: LoadProfile | StepLoad,
                          out: JMeterFolder, problems: list[str]) -> dict[str, Path]:
     """JMeter's report generator (`-g results.csv -o dashboard`), one per machine, concurrently."""
     running: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
@@ -179,7 +185,7 @@ def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile
     return dashboards
 
 
-def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: str = "parallel",
+def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path, schedule: str = "parallel",
         on_progress: Callable[[dict], None] | None = None, *, path: str,
         progress_interval_s: float = 5.0, allow_any_host: bool = False,
         order: tuple[str, ...] | None = None) -> LoadResult:
@@ -215,7 +221,9 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
     out.loadgen.unlink(missing_ok=True)
     sampler = CpuSampler(out.loadgen)
     phases = [parsed] if schedule == "parallel" else [[target] for target in parsed]
-    progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine)) for t in parsed}
+    progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine),
+                                            watch=StepWatch(profile) if isinstance(profile, StepLoad) else None)
+                for t in parsed}
     planned_s = profile.duration_s * len(phases)
     problems: list[str] = []
     interrupted = False
@@ -242,10 +250,11 @@ def run(targets: dict[str, str], profile: LoadProfile, out_dir: Path, schedule: 
         if "dashboard generation interrupted" in problems:
             interrupted = True
     return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
-                      ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log)
+                      ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log,
+                      ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None})
 
 
-def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile, out: JMeterFolder,
+def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile | StepLoad, out: JMeterFolder,
                own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
                interval_s: float, problems: list[str], sampler: CpuSampler) -> bool:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
@@ -283,6 +292,12 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile,
                     machine.poll(now)
                 report(now)
                 next_report = now + interval_s
+                if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
+                    for machine in machines:
+                        machine.ended_early_s = round(now - machines[0].started, 1)
+                    _stop_jmeter(popen, udp_port, problems)
+                    stopped = True
+                    break
     except KeyboardInterrupt:
         if popen is not None:
             for machine in machines:

@@ -14,8 +14,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from lab.analysis.summary import SCHEMA, summarize
 from lab.report import trials_page
 from lab.report.charts import charts
+from lab.report.charts_capacity import hockey_stick
 from lab.report.formatting import FILTERS
-from lab.report.plotting import NO_DATA
+from lab.report.plotting import NO_DATA, style
 from lab.runfolder import RunFolder
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -95,8 +96,10 @@ def render(run_dir: Path, refresh: bool = False) -> Path:
     else:
         summary = json.loads(folder.summary_json.read_text())
     series = json.loads(folder.series_json.read_text())
+    with style():
+        capacity_chart = hockey_stick(summary) if summary.get("capacity") else None
     page = environment().get_template(TEMPLATE).render(
-        summary=summary, charts=charts(summary, series), files=_files(folder, summary), run_dir=str(folder.root),
-        now=time.time())
+        summary=summary, charts=charts(summary, series), capacity_chart=capacity_chart,
+        files=_files(folder, summary), run_dir=str(folder.root), now=time.time())
     folder.write_text(folder.report_html, page)
     return folder.report_html

@@ -1,0 +1,121 @@
+"""A capacity run's figures (an open model's steps, lab/load/openmodel.py): each step's arrivals, answers,
+latency and errors, whether it met the SLO, the machine's capacity and where it broke.
+
+Definitions (also in summary.json's capacity "basis"):
+- a request belongs to the step it arrived in. JMeter's open model makes exactly rate x step_s requests
+  arrive in each step, so in the order of their starts (JMeter's timeStamp) the first rate_1 x step_s are
+  the first step's, and so on: no clock is needed, however late the first request started. A step with
+  fewer (the load ended in it) is partial and not judged;
+- a step meets the SLO when its p99 (JMeter's percentile, failed requests included) and its error rate
+  are within it;
+- capacity: the highest rate of a step that met the SLO before stop_after_misses consecutive steps
+  missed it; the knee: the first of those steps. A machine that met it at every step has a capacity of
+  at least the last rate (reached_max), not a measured one.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from lab.analysis.jmeter import Samples, _error_label
+from lab.analysis.numbers import percentile
+from lab.load.openmodel import Slo, StepLoad
+
+BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts); p99 as JMeter "
+         "computes it, failed requests included; capacity: the highest rate that met the SLO before "
+         "consecutive steps missed it")
+
+
+def step_load(profile: dict) -> StepLoad:
+    """The StepLoad a run.json profile describes (ValueError if it is not one)."""
+    if profile.get("model") != "open":
+        raise ValueError("not an open-model profile")
+    fields = {k: v for k, v in profile.items() if k not in ("model", "slo")}
+    return StepLoad(**fields, slo=Slo(**(profile.get("slo") or {})))
+
+
+def analyze(samples: Samples, load: StepLoad, t0: float) -> dict:
+    """The machine's steps, its capacity and knee, and a sentence on how it broke."""
+    arrived = sorted(range(len(samples)), key=lambda i: samples.start[i])
+    steps = []
+    first = 0
+    for number, (rate, count) in enumerate(zip(load.rates(), load.arrivals(), strict=True)):
+        members = arrived[first:first + count]
+        first += count
+        if not members:
+            break
+        steps.append(_step(samples, members, number, rate, load, samples.start[members[0]] / 1000.0 - t0,
+                           partial=len(members) < count))
+    return {"slo": {"p99_ms": load.slo.p99_ms, "error_pct": load.slo.error_pct, "text": load.slo.describe()},
+            "steps": steps, **_capacity(steps, load), "basis": BASIS}
+
+
+def _step(samples: Samples, members: list[int], number: int, rate: int, load: StepLoad, start_s: float,
+          partial: bool) -> dict:
+    elapsed = sorted(samples.elapsed[i] for i in members)
+    failed = [i for i in members if not samples.ok[i]]
+    error_rate = len(failed) / len(members)
+    p99 = percentile(elapsed, 99)
+    kinds = Counter(_error_label(samples.code[i], samples.message[i]) for i in failed)
+    return {"step": number + 1, "rate_rps": rate, "start_s": round(start_s, 3), "partial": partial,
+            "arrived_rps": round(len(members) / load.step_s, 3),
+            "answered_rps": round((len(members) - len(failed)) / load.step_s, 3),
+            "samples": len(members), "errors": len(failed), "error_rate": round(error_rate, 6),
+            "p50_ms": percentile(elapsed, 50), "p95_ms": percentile(elapsed, 95), "p99_ms": p99,
+            "max_ms": elapsed[-1], "max_in_flight": max(samples.threads[i] for i in members),
+            "errors_by_type": [{"error": k, "count": v} for k, v in kinds.most_common(3)],
+            "met": None if partial else load.slo.met(p99, error_rate)}
+
+
+def _capacity(steps: list[dict], load: StepLoad) -> dict:
+    judged = [s for s in steps if s["met"] is not None]
+    misses: list[dict] = []
+    knee = None
+    for step in judged:
+        misses = [] if step["met"] else [*misses, step]
+        if len(misses) >= load.stop_after_misses:
+            knee = misses[0]
+            break
+    before = [s for s in judged if knee is None or s["step"] < knee["step"]]
+    met = [s for s in before if s["met"]]
+    capacity = met[-1] if met else None
+    reached_max = knee is None and bool(judged) and judged[-1]["met"] and judged[-1]["rate_rps"] == load.rates()[-1]
+    return {"capacity_rps": capacity["rate_rps"] if capacity else None,
+            "capacity_answered_rps": capacity["answered_rps"] if capacity else None,
+            "knee_rps": knee["rate_rps"] if knee else None, "reached_max": reached_max,
+            "found": knee is not None, "broke": _broke(knee, load.slo) if knee else None,
+            "note": _note(capacity, knee, reached_max, judged, load)}
+
+
+def _broke(knee: dict, slo: Slo) -> str:
+    """How the first missed step missed: which part of the SLO, with its figures."""
+    parts = []
+    if knee["p99_ms"] is not None and knee["p99_ms"] > slo.p99_ms:
+        parts.append(f"p99 {knee['p99_ms']:.0f} ms (SLO {slo.p99_ms} ms)")
+    if knee["error_rate"] * 100 > slo.error_pct:
+        kinds = ", ".join(f"{k['error']} x{k['count']}" for k in knee["errors_by_type"])
+        parts.append(f"errors {knee['error_rate']:.1%} (SLO {slo.error_pct:g}%)" + (f": {kinds}" if kinds else ""))
+    return (f"at {knee['rate_rps']} req/s offered it answered {knee['answered_rps']:.0f} req/s; "
+            + "; ".join(parts))
+
+
+def _note(capacity: dict | None, knee: dict | None, reached_max: bool, judged: list[dict], load: StepLoad) -> str | None:
+    if not judged:
+        return "no step ran to its end: no capacity"
+    if reached_max:
+        return f"every step met the SLO up to the last ({load.rates()[-1]} req/s): the capacity is at least that"
+    if knee is None:
+        return (f"the load ended before {load.stop_after_misses} consecutive steps missed the SLO: "
+                "the capacity is not settled")
+    if capacity is None:
+        return f"the first steps already missed the SLO: below {load.start_rps} req/s (start lower: --start-rate)"
+    return None
+
+
+def compare(machines: dict[str, dict]) -> dict:
+    """Both machines' capacities and the tuned/default ratio, when both were measured."""
+    default, tuned = machines.get("default") or {}, machines.get("tuned") or {}
+    a, b = default.get("capacity_rps"), tuned.get("capacity_rps")
+    measured = all(m.get("found") for m in (default, tuned))
+    return {"default_rps": a, "tuned_rps": b,
+            "ratio": round(b / a, 4) if measured and a and b is not None else None,
+            "note": None if measured else "no ratio: a machine's capacity was not found (see its note)"}

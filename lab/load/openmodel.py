@@ -1,0 +1,208 @@
+"""The capacity experiment's load: an open model (requests arrive at a rate, whether or not earlier ones
+were answered), stepped up from a start rate by a step every step length, as JMeter 5.6's own Open Model
+Thread Group runs it. The plan is the lab's closed-model plan with each machine's thread group swapped
+for an Open Model Thread Group (open_plan), so both kinds of run send the same requests.
+
+An open model is what a closed one hides: a closed user waits for its slow answer before it sends the
+next request, so a slow server is offered less load (coordinated omission); arrivals at a rate keep
+coming, queue, and show where the machine stops keeping up."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.load.profile import LoadError
+
+# A group that loads nothing (the other machine's, in the sequential schedule): no arrival at all.
+IDLE_SCHEDULE = "rate(0/s) random_arrivals(1 s) rate(0/s)"
+
+
+@dataclass(frozen=True)
+class Slo:
+    """What a step must meet to count: its 99th percentile and its error rate. Defaults: a reply within
+    a second for 99 requests in 100 is what an interactive service promises; one error in a thousand
+    is where a retrying client still hides the failures from its user."""
+    p99_ms: int = 1000
+    error_pct: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.p99_ms < 1:
+            raise ValueError(f"Slo.p99_ms must be 1 or more, not {self.p99_ms!r}")
+        if not 0 <= self.error_pct <= 100:
+            raise ValueError(f"Slo.error_pct must be between 0 and 100, not {self.error_pct!r}")
+
+    def met(self, p99_ms: float | None, error_rate: float | None) -> bool:
+        return p99_ms is not None and error_rate is not None and p99_ms <= self.p99_ms \
+            and error_rate * 100 <= self.error_pct
+
+    def describe(self) -> str:
+        return f"p99 <= {self.p99_ms} ms and errors <= {self.error_pct:g}%"
+
+
+@dataclass(frozen=True)
+class StepLoad:
+    """Arrival rates per machine: start_rps, start_rps + step_rps, ... up to max_rps, each for step_s.
+    Timeouts are short on purpose: in an open model every request waiting is a JMeter thread, so the
+    response timeout bounds how many a machine that stopped answering can pile up (rate x timeout)."""
+    start_rps: int = 50
+    step_rps: int = 50
+    step_s: int = 60
+    max_rps: int = 1500
+    connect_timeout_ms: int = 5000
+    response_timeout_ms: int = 5000
+    keep_alive: bool = True
+    slo: Slo = field(default_factory=Slo)
+    stop_after_misses: int = 2          # consecutive steps that missed the SLO: that machine's load ends
+    model: str = field(default="open", init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("start_rps", "step_rps", "step_s", "max_rps", "connect_timeout_ms", "response_timeout_ms",
+                     "stop_after_misses"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"StepLoad.{name} must be an integer >= 1, not {value!r}")
+        if self.max_rps < self.start_rps:
+            raise ValueError(f"StepLoad.max_rps ({self.max_rps}) is below start_rps ({self.start_rps})")
+
+    def rates(self) -> list[int]:
+        return list(range(self.start_rps, self.max_rps + 1, self.step_rps))
+
+    @property
+    def drain_s(self) -> int:
+        """A quiet end after the last step: what is still in flight finishes (JMeter interrupts, as
+        errors, the requests of a schedule that has ended)."""
+        return -(-(self.connect_timeout_ms + self.response_timeout_ms) // 1000)
+
+    @property
+    def duration_s(self) -> int:
+        """The whole schedule per machine, when no step ends it early."""
+        return len(self.rates()) * self.step_s + self.drain_s
+
+    def arrivals(self) -> list[int]:
+        """Each step's requests: JMeter's schedule makes exactly rate x length arrive in it (its Poisson
+        arrivals are placed within each period, not drawn without end)."""
+        return [rate * self.step_s for rate in self.rates()]
+
+    @property
+    def ramp_s(self) -> int:
+        return 0                        # the steps are the ramp: no steady state is looked for
+
+    def schedule(self) -> str:
+        """The Open Model Thread Group's schedule: each rate held for a step (rate(r) ... rate(r)), random
+        (Poisson) arrivals, as real clients arrive."""
+        return " ".join([*(f"rate({r}/s) random_arrivals({self.step_s} s) rate({r}/s)" for r in self.rates()),
+                         f"pause({self.drain_s} s)"])
+
+    def properties(self) -> dict[str, str]:
+        return {"schedule": self.schedule(), "connect_timeout_ms": str(self.connect_timeout_ms),
+                "response_timeout_ms": str(self.response_timeout_ms), "think_ms": "0",
+                "keep_alive": "true" if self.keep_alive else "false"}
+
+    def group_properties(self, machine: str, active: bool) -> dict[str, str]:
+        return {} if active else {f"{machine}.schedule": IDLE_SCHEDULE}
+
+    def most_samples(self) -> float:
+        return sum(self.arrivals())
+
+    def describe(self) -> str:
+        return (f"open model: {self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s "
+                f"until {self.stop_after_misses} steps miss {self.slo.describe()}")
+
+    def step_of(self, seconds_from_start: float) -> int | None:
+        """The step (0-based) a request that arrived this long after its machine's load started is in."""
+        index = int(seconds_from_start // self.step_s)
+        return index if 0 <= index < len(self.rates()) and seconds_from_start >= 0 else None
+
+
+QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600)
+FULL_STEPS = StepLoad()
+
+
+def open_plan(closed_plan: Path, destination: Path) -> Path:
+    """The closed-model plan with each ThreadGroup replaced by an Open Model Thread Group whose schedule
+    is the property <machine>.schedule (else schedule); samplers and result files stay as they are."""
+    try:
+        tree = ET.parse(closed_plan)
+    except (OSError, ET.ParseError) as error:
+        raise LoadError(f"cannot read the plan {closed_plan}: {error}") from error
+    groups = 0
+    for parent in tree.iter():
+        for index, child in enumerate(list(parent)):
+            if child.tag != "ThreadGroup":
+                continue
+            machine = child.get("testname", "")
+            group = ET.Element("OpenModelThreadGroup", {"guiclass": "OpenModelThreadGroupGui",
+                                                        "testclass": "OpenModelThreadGroup", "testname": machine})
+            ET.SubElement(group, "stringProp", {"name": "TestPlan.comments"}).text = (
+                f"Arrivals at the rates of {machine}.schedule (the lab's capacity experiment).")
+            ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller",
+                                                 "elementType": "OpenModelThreadGroupController"})
+            ET.SubElement(group, "stringProp", {"name": "ThreadGroup.on_sample_error"}).text = "continue"
+            ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.schedule"}).text = (
+                f"${{__P({machine}.schedule,${{__P(schedule,{IDLE_SCHEDULE})}})}}")
+            ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.random_seed"}).text = ""
+            parent.remove(child)
+            parent.insert(index, group)
+            groups += 1
+    if not groups:
+        raise LoadError(f"{closed_plan} has no ThreadGroup to turn into an open model")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tree.write(destination, encoding="UTF-8", xml_declaration=True)
+    return destination
+
+
+class StepWatch:
+    """Watches one machine's results as they arrive and says when its load can end: stop_after_misses
+    consecutive steps that missed the SLO. A step is judged once every request of it must have ended
+    (its end, then the connect and response timeouts), or earlier when its misses are already certain:
+    more slow or failed requests than the SLO allows even of the most arrivals the step could have had
+    (its rate x length plus four standard deviations of Poisson arrivals). The report's capacity is
+    computed afterwards from every sample (lab/analysis/capacity.py); this only ends a load that has
+    nothing more to show."""
+
+    def __init__(self, load: StepLoad) -> None:
+        self.load = load
+        self.first_start_ms: int | None = None
+        self.counts: dict[int, list[int]] = {}          # step -> [samples, slower than the SLO, errors]
+        self.judged: dict[int, bool] = {}               # step -> met the SLO
+
+    def add(self, start_ms: int, elapsed_ms: int, ok: bool) -> None:
+        if self.first_start_ms is None:                 # the first answer's request: the load's start, to
+            self.first_start_ms = start_ms              # within one arrival (earlier ones count in step 0)
+        step = self.load.step_of(max(0.0, (start_ms - self.first_start_ms) / 1000.0))
+        if step is None:
+            return
+        counts = self.counts.setdefault(step, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += elapsed_ms > self.load.slo.p99_ms
+        counts[2] += not ok
+
+    def judge(self, now_ms: float) -> None:
+        if self.first_start_ms is None:
+            return
+        rates = self.load.rates()
+        settle_ms = self.load.connect_timeout_ms + self.load.response_timeout_ms + 1000
+        for step, rate in enumerate(rates):
+            if step in self.judged:
+                continue
+            end_ms = self.first_start_ms + (step + 1) * self.load.step_s * 1000
+            samples, slow, errors = self.counts.get(step, (0, 0, 0))
+            expected = rate * self.load.step_s
+            most = expected + 4 * expected ** 0.5
+            if slow > 0.01 * most or errors > self.load.slo.error_pct / 100 * most:
+                self.judged[step] = False
+            elif now_ms >= end_ms + settle_ms:
+                self.judged[step] = samples > 0 and slow <= 0.01 * samples \
+                    and errors <= self.load.slo.error_pct / 100 * samples
+            else:
+                break                                   # later steps wait for this one
+
+    @property
+    def broken(self) -> bool:
+        run = 0
+        for step in sorted(self.judged):
+            run = run + 1 if not self.judged[step] else 0
+            if run >= self.load.stop_after_misses:
+                return True
+        return False

@@ -1,0 +1,211 @@
+"""The capacity experiment's pure parts: the open model's steps and plan, the capacity and knee found in
+recorded results, the watch that ends a load past its capacity, and the command line's bad input."""
+from __future__ import annotations
+
+import csv
+import json
+import random
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from lab import cli
+from lab.analysis import capacity
+from lab.analysis.jmeter import read_results
+from lab.analysis.summary import summarize
+from lab.load.jmeter import PLAN
+from lab.load.openmodel import IDLE_SCHEDULE, Slo, StepLoad, StepWatch, open_plan
+from lab.load.run import CSV_COLUMNS
+from lab.report import render
+
+pytestmark = pytest.mark.fast
+
+STEPS = StepLoad(start_rps=100, step_rps=100, step_s=10, max_rps=600, connect_timeout_ms=2000,
+                 response_timeout_ms=3000)
+T0_MS = 1_795_000_000_000
+
+
+def test_the_schedule_holds_each_rate_for_a_step_then_drains():
+    assert STEPS.rates() == [100, 200, 300, 400, 500, 600]
+    assert STEPS.arrivals() == [1000, 2000, 3000, 4000, 5000, 6000]
+    assert STEPS.schedule() == " ".join(f"rate({r}/s) random_arrivals(10 s) rate({r}/s)" for r in STEPS.rates()) \
+        + " pause(5 s)"
+    assert STEPS.duration_s == 65
+    assert StepLoad(start_rps=50, step_rps=40, max_rps=200).rates() == [50, 90, 130, 170]     # never past max
+
+
+@pytest.mark.parametrize("bad", [dict(start_rps=0), dict(step_s=0), dict(max_rps=10, start_rps=20),
+                                 dict(step_rps=True), dict(response_timeout_ms=-1)])
+def test_a_step_load_refuses_what_cannot_run(bad):
+    with pytest.raises(ValueError):
+        StepLoad(**bad)
+
+
+def test_the_open_plan_is_the_labs_plan_with_open_model_groups(tmp_path):
+    plan = ET.parse(open_plan(PLAN, tmp_path / "open.jmx")).getroot()
+    closed = ET.parse(PLAN).getroot()
+    assert not plan.findall(".//ThreadGroup")
+    groups = plan.findall(".//OpenModelThreadGroup")
+    assert [g.get("testname") for g in groups] == ["default", "tuned"]
+    schedules = [g.find("stringProp[@name='OpenModelThreadGroup.schedule']").text for g in groups]
+    assert schedules == [f"${{__P({m}.schedule,${{__P(schedule,{IDLE_SCHEDULE})}})}}" for m in ("default", "tuned")]
+    # the same requests, to the same result files
+    for tag in ("HTTPSamplerProxy", "ResultCollector"):
+        assert [ET.tostring(e) for e in plan.iter(tag)] == [ET.tostring(e) for e in closed.iter(tag)]
+
+
+def _write_results(path: Path, steps: list[tuple[int, int, float, int]]) -> None:
+    """A results CSV: per step (arrivals, typical ms, error fraction, slow ms every 50th), Poisson-like starts."""
+    rng = random.Random(7)
+    with path.open("w", newline="") as stream:
+        out = csv.writer(stream)
+        out.writerow(CSV_COLUMNS)
+        start = T0_MS
+        for number, (count, typical, error_fraction, slow) in enumerate(steps):
+            for k in range(count):
+                at = start + number * 10_000 + int(k * 10_000 / count) + rng.randrange(0, 5)
+                failed = rng.random() < error_fraction
+                elapsed = slow if k % 50 == 0 else typical
+                out.writerow([at, elapsed, "default", "502" if failed else "200", "Proxy Error" if failed else "OK",
+                              "default 1-1", "text", "false" if failed else "true", "", 100, 50, 5, 5,
+                              "http://x/", elapsed, 0, 0])
+
+
+def _analyze(tmp_path: Path, steps: list[tuple[int, int, float, int]], load: StepLoad = STEPS) -> dict:
+    _write_results(tmp_path / "results.csv", steps)
+    return capacity.analyze(read_results(tmp_path / "results.csv"), load, T0_MS / 1000)
+
+
+def test_capacity_is_the_last_rate_that_met_the_slo_before_two_misses(tmp_path):
+    found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200),
+                                (4000, 300, 0, 2500), (5000, 900, 0.05, 4000), (6000, 900, 0.2, 5000)])
+    assert [s["met"] for s in found["steps"]] == [True, True, True, False, False, False]
+    assert found["capacity_rps"] == 300 and found["knee_rps"] == 400 and found["found"]
+    assert found["steps"][3]["p99_ms"] == 2500
+    assert "p99 2500 ms (SLO 1000 ms)" in found["broke"]
+    assert capacity.compare({"default": found, "tuned": {**found, "capacity_rps": 450}})["ratio"] == 1.5
+
+
+def test_one_missed_step_between_good_ones_is_not_the_knee(tmp_path):
+    found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 1500), (3000, 40, 0, 200),
+                                (4000, 300, 0.3, 2500), (5000, 900, 0.3, 4000)])
+    assert [s["met"] for s in found["steps"]] == [True, False, True, False, False]
+    assert found["capacity_rps"] == 300 and found["knee_rps"] == 400
+    assert "errors" in found["broke"] and "502 Proxy Error" in found["broke"]
+
+
+def test_a_machine_that_met_every_step_has_a_capacity_of_at_least_the_last(tmp_path):
+    found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200), (4000, 40, 0, 200),
+                                (5000, 40, 0, 200), (6000, 40, 0, 200)])
+    assert found["reached_max"] and not found["found"] and found["capacity_rps"] == 600
+    assert "at least" in found["note"]
+    assert capacity.compare({"default": found, "tuned": found})["ratio"] is None
+
+
+def test_a_step_the_load_did_not_finish_is_partial_and_not_judged(tmp_path):
+    found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (1200, 900, 0.5, 5000)])
+    assert [s["partial"] for s in found["steps"]] == [False, False, True]
+    assert found["steps"][2]["met"] is None and found["capacity_rps"] == 200 and not found["found"]
+    assert "not settled" in found["note"]
+
+
+def test_the_slo_is_configurable(tmp_path):
+    strict = StepLoad(**{**{k: getattr(STEPS, k) for k in ("start_rps", "step_rps", "step_s", "max_rps",
+                                                              "connect_timeout_ms", "response_timeout_ms")},
+                         "slo": Slo(p99_ms=100)})
+    found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200), (4000, 40, 0, 200)],
+                     strict)
+    assert found["capacity_rps"] == 200 and found["knee_rps"] == 300
+
+
+def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_capacity(tmp_path):
+    for machine in ("default", "tuned"):
+        (tmp_path / "jmeter" / machine).mkdir(parents=True)
+    _write_results(tmp_path / "jmeter" / "default" / "results.csv",
+                   [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 400, 0, 2500), (4000, 900, 0, 4000)])
+    _write_results(tmp_path / "jmeter" / "tuned" / "results.csv",
+                   [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 60), (4000, 900, 0, 4000),
+                    (5000, 900, 0, 4000)])
+    profile = {"model": "open", **{k: getattr(STEPS, k) for k in ("start_rps", "step_rps", "step_s", "max_rps",
+                                                                   "connect_timeout_ms", "response_timeout_ms",
+                                                                   "keep_alive", "stop_after_misses")},
+               "slo": {"p99_ms": 1000, "error_pct": 0.1}}
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "backend": "local", "schedule": "sequential",
+                                                   "profile": profile, "started_at": T0_MS / 1000 - 1,
+                                                   "ended_at": T0_MS / 1000 + 60}))
+    summary = summarize(tmp_path, write=False, use_gcviewer=False)
+    assert summary["machines"]["default"]["capacity"]["capacity_rps"] == 200
+    assert summary["machines"]["tuned"]["capacity"]["capacity_rps"] == 300
+    assert summary["capacity"]["ratio"] == 1.5
+    assert summary["machines"]["default"]["load"]["window"]["settled"] is None     # no steady state looked for
+    assert all(f["kind"] != "not settled" for f in summary["verdict"]["machines"]["default"]["findings"])
+    page = render(tmp_path).read_text()
+    section = page[page.index('<section id="capacity">'):page.index('<section id="what-happened">')]
+    assert "p99 &lt;= 1000 ms and errors &lt;= 0.1%" in section
+    assert "200 req/s" in section and "300 req/s" in section and "<strong>1.50×</strong>" in section
+    assert 'id="chart-capacity"' in section and "data:image/png;base64," in section
+    assert "p99 2500 ms (SLO 1000 ms)" in section                       # how default broke
+
+
+def _feed(watch: StepWatch, step: int, count: int, elapsed: int, ok: bool = True) -> None:
+    for k in range(count):
+        watch.add(T0_MS + step * 10_000 + int(k * 10_000 / count), elapsed, ok)
+
+
+def test_the_watch_ends_a_load_after_two_steps_certainly_missed():
+    watch = StepWatch(STEPS)
+    _feed(watch, 0, 1000, 20)
+    watch.judge(T0_MS + 10_000)             # the step's requests may still be in flight: not judged yet
+    assert watch.judged == {}
+    watch.judge(T0_MS + 10_000 + 6_001)     # every request of it has ended: met
+    assert watch.judged == {0: True} and not watch.broken
+    _feed(watch, 1, 100, 2000)              # already more slow requests than 1 % of the most it could have
+    _feed(watch, 2, 100, 2000)
+    watch.judge(T0_MS + 25_000)
+    assert watch.judged == {0: True, 1: False, 2: False} and watch.broken
+
+
+def test_the_watch_does_not_end_a_load_on_one_missed_step():
+    watch = StepWatch(STEPS)
+    for step, elapsed in enumerate((20, 2000, 20, 2000)):
+        _feed(watch, step, 1000 * (step + 1), elapsed if step % 2 == 0 else 20)
+        if step % 2:
+            _feed(watch, step, 100, elapsed)
+    watch.judge(T0_MS + 46_001)         # step 4 not yet over
+    assert watch.judged == {0: True, 1: False, 2: True, 3: False} and not watch.broken
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["capacity", "--max-rate", "10", "--start-rate", "50"], "--max-rate 10 is below --start-rate 50"),
+    (["capacity", "--step-length", "0"], "--step-length 0: must be 1 or more"),
+    (["capacity", "--slo-errors", "150"], "--slo-errors 150: must be a percentage"),
+    (["capacity", "--slo-p99", "0"], "--slo-p99 0: must be 1 ms or more"),
+    (["capacity", "--repeat", "0"], "--repeat 0: must be 1 or more"),
+])
+def test_bad_capacity_options_are_named_before_anything_starts(argv, message, capsys):
+    class NoHost:
+        def __getattr__(self, name):
+            raise AssertionError(f"the host's lab was touched ({name}) before the options were checked")
+
+    assert cli.main(argv, host=NoHost()) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_capacity_options_reach_the_steps():
+    args = cli._parser().parse_args(["capacity", "--quick", "--step-length", "5", "--slo-p99", "250"])
+    steps = cli._steps(args)
+    assert steps.step_s == 5 and steps.slo.p99_ms == 250 and steps.start_rps == cli.load.QUICK_STEPS.start_rps
+
+
+def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_path):
+    from lab.analysis.headline import headline
+    summary = {"run": {"schedule": "sequential"}, "capacity": {"ratio": 1.5},
+               "machines": {"default": {"capacity": _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60),
+                                                                        (3000, 400, 0, 2500), (4000, 900, 0, 4000)])},
+                            "tuned": {"capacity": _analyze(tmp_path, [(1000 * k, 20, 0, 40) for k in range(1, 7)])}}}
+    lines = headline(summary)
+    assert lines[0] == "Capacity (sequential, open model; a step meets the SLO when p99 <= 1000 ms and errors <= 0.1%):"
+    assert lines[1].startswith("  default  capacity 200 req/s; at 300 req/s offered it answered 300 req/s; p99 2500 ms")
+    assert lines[2].startswith("  tuned    capacity at least 600 req/s")
+    assert lines[3] == "  tuned/default capacity: 1.50x"
