@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import aa, evidence, interrupts, knobs, load, placement, report, status
+from lab.analysis import thresholds
 from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
@@ -71,7 +72,7 @@ def _make_report(run: RunFolder) -> Path | None:
 
 
 def run(backend: Backend, profile: load.Profile, schedule: str | None = None, repeat: int = 1,
-        host: HostLab | None = None, a_a: bool = False) -> int:
+        host: HostLab | None = None, a_a: bool = False, limits: dict[str, float] | None = None) -> int:
     """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
     SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
     evidence collected so far, and a report of it; PCP's logger is never left recording. Without a
@@ -79,16 +80,18 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
     repeat > 1: that many trials, each a run folder of its own in trials/<k>/ (in the sequential
     schedule the machines' order alternates), compared in the run folder's summary and report.
     a_a: an A/A run (lab/aa.py): the tuned machine with the default one's knobs, restored after (host
-    remembers it meanwhile); an A/B run refuses while a cut-short A/A run left them there."""
+    remembers it meanwhile); an A/B run refuses while a cut-short A/A run left them there. limits: thresholds
+    (lab/analysis/thresholds.py) the run must pass, or it exits 3, with a JUnit file of them."""
+    mode = {"mode": "ab", "thresholds": limits or {}}
     if host is not None and not a_a:
         aa.refuse_if_pending(host)
     if a_a:
         if host is None:
             raise ValueError("an A/A run needs the host's lab record")
         # The report before the restore: a restore that fails still leaves the run summarised.
-        with interrupts.sigterm_as_interrupt(), aa.tuned_as_default(backend, host) as mode:
-            return _finish(*_experiment(backend, profile, schedule, repeat, mode))
-    return _finish(*_experiment(backend, profile, schedule, repeat, {"mode": "ab"}))
+        with interrupts.sigterm_as_interrupt(), aa.tuned_as_default(backend, host) as aa_mode:
+            return _finish(*_experiment(backend, profile, schedule, repeat, {**aa_mode, "thresholds": limits or {}}))
+    return _finish(*_experiment(backend, profile, schedule, repeat, mode))
 
 
 def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int,
@@ -152,7 +155,7 @@ class _Setup:
     wiring: dict
     observed: dict
     placed: dict
-    mode: dict                  # {"mode": "ab"}, or an A/A run's (lab/aa.py)
+    mode: dict                  # {"mode": "ab"} or an A/A run's (lab/aa.py), and the run's thresholds
     knobs: dict                 # each machine's, read once per run
 
 
@@ -300,4 +303,18 @@ def _finish(folder: RunFolder, measured: _Measured) -> int:
         print(f"Report: {page}", file=sys.stderr)
     print("\nBoth machines are still up and hold their memory: ./start.sh run measures again, "
           "./start.sh down removes them.", file=sys.stderr)
-    return {"completed": 0, "interrupted": 130}.get(measured.ended["how"], 1)
+    code = {"completed": 0, "interrupted": 130}.get(measured.ended["how"], 1)
+    return _judge_thresholds(folder, summary) if code == 0 else code
+
+
+def _judge_thresholds(folder: RunFolder, summary: dict | None) -> int:
+    """A line per threshold and a JUnit file of them; 3 when one is broken (0 when none was set)."""
+    results = (summary or {}).get("thresholds")
+    if not results:
+        return 0
+    path = thresholds.junit(results, folder.run_id, folder.root / "thresholds.xml")
+    broken = [r for r in results if not r["passed"]]
+    print(f"\nThresholds: {len(results) - len(broken)} of {len(results)} passed (JUnit: {path})", file=sys.stderr)
+    for result in results:
+        print(f"  {result['message']}", file=sys.stderr)
+    return 3 if broken else 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import cli
+from lab import cli, options
 from lab.analysis import capacity
 from lab.analysis.jmeter import read_results
 from lab.analysis.summary import summarize
@@ -194,7 +194,7 @@ def test_bad_capacity_options_are_named_before_anything_starts(argv, message, ca
 
 def test_capacity_options_reach_the_steps():
     args = cli._parser().parse_args(["capacity", "--quick", "--step-length", "5", "--slo-p99", "250"])
-    steps = cli._steps(args)
+    steps = options.experiment(args).profile
     assert steps.step_s == 5 and steps.slo.p99_ms == 250 and steps.start_rps == cli.load.QUICK_STEPS.start_rps
 
 

@@ -101,6 +101,9 @@ def _broke(knee: dict, slo: Slo) -> str:
 def _note(capacity: dict | None, knee: dict | None, reached_max: bool, judged: list[dict], load: StepLoad) -> str | None:
     if not judged:
         return "no step ran to its end: no capacity"
+    if len(load.rates()) == 1:
+        return (f"one burst of {load.rates()[0]} req/s for {load.step_s} s: it "
+                f"{'met' if judged[0]['met'] else 'missed'} the SLO")
     if reached_max:
         return f"every step met the SLO up to the last ({load.rates()[-1]} req/s): the capacity is at least that"
     if knee is None:

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from lab.analysis import summary as single
+from lab.analysis import thresholds
 from lab.analysis import trials as stats
 from lab.analysis.numbers import mean
 from lab.analysis.verdict import ORDER
@@ -40,7 +41,7 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
         "schema": single.SCHEMA, "kind": KIND, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
         "run": {key: run.get(key) for key in ("run_id", "backend", "backend_note", "schedule", "profile", "placement",
                                               "started_at", "ended_at", "interrupted", "ended", "host", "versions",
-                                              "repeat", "mode", "tuned_knobs")},
+                                              "repeat", "mode", "tuned_knobs", "thresholds")},
         "trials": [_trial_row(trial, figures, folder) for trial, figures in trials],
         "comparison": _comparison([figures for _, figures in trials]),
         "verdict": _verdict([(trial.root.name, figures) for trial, figures in trials], run.get("repeat")),
@@ -52,6 +53,8 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
     }
     if run.get("mode") == "aa":
         result["noise_floor"] = _noise_floor(result["comparison"])
+    if isinstance(run.get("thresholds"), dict) and run["thresholds"]:
+        result["thresholds"] = thresholds.check(result, run["thresholds"])
     if write:
         folder.write_json(folder.summary_json, result)
     return result

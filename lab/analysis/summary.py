@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.analysis import capacity, gclog, verdict
+from lab.analysis import capacity, gclog, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -127,6 +127,8 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     summary["comparison"] = _comparison(summary["machines"])
     if _step_load(run) is not None:
         summary["capacity"] = capacity.compare({name: m.get("capacity") or {} for name, m in summary["machines"].items()})
+    if isinstance(run.get("thresholds"), dict) and run["thresholds"]:
+        summary["thresholds"] = thresholds.check(summary, run["thresholds"])
     summary["verdict"] = verdict.judge(summary, folder.jmeter.loadgen)
     summary["knobs"] = _knobs(knobs)
     summary["observed"] = _observed(status, machines)

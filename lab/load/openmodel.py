@@ -63,7 +63,7 @@ class StepLoad:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"StepLoad.{name} must be an integer >= 1, not {value!r}")
         if self.max_rps < self.start_rps:
-            raise ValueError(f"StepLoad.max_rps ({self.max_rps}) is below start_rps ({self.start_rps})")
+            raise ValueError(f"StepLoad.max_rps must be at least start_rps ({self.start_rps}), not {self.max_rps}")
 
     def rates(self) -> list[int]:
         return list(range(self.start_rps, self.max_rps + 1, self.step_rps))

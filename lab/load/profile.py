@@ -29,8 +29,9 @@ class LoadProfile:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"LoadProfile.{name} must be an integer >= 0, not {value!r}")
-        if self.users < 1 or self.duration_s < 1:
-            raise ValueError("LoadProfile needs users >= 1 and duration_s >= 1")
+        for name in ("users", "duration_s"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"LoadProfile.{name} must be 1 or more, not {getattr(self, name)!r}")
 
     model = "closed"
 

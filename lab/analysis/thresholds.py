@@ -1,0 +1,67 @@
+"""Pass/fail: a run's thresholds (run.json's, from a scenario file or --threshold) checked against its
+summary's comparison (a single run's figures, or a repeated run's means over the trials), and the result
+as JUnit XML, which CI systems read.
+
+A threshold is [machine.]name: limit. Without a machine it holds for each. ratio_min holds for tuned/default
+of the run's headline figure: the capacity in a capacity run, else the throughput. A figure the run does
+not have (a machine without results, no capacity found) breaks its threshold: it cannot be shown to pass."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from lab.machines import MACHINES
+
+# threshold -> (the summary's comparison key, "max" or "min", scale from the summary's unit to the threshold's)
+THRESHOLDS = {
+    "error_pct_max": ("error_rate", "max", 100.0),
+    "p95_ms_max": ("p95_ms", "max", 1.0),
+    "p99_ms_max": ("p99_ms", "max", 1.0),
+    "throughput_rps_min": ("throughput_rps", "min", 1.0),
+    "capacity_rps_min": ("capacity_rps", "min", 1.0),
+    "ratio_min": (None, "min", 1.0),            # tuned/default of the run's headline figure
+}
+UNITS = {"error_rate": "%", "p95_ms": " ms", "p99_ms": " ms", "throughput_rps": " req/s", "capacity_rps": " req/s"}
+
+
+def check(summary: dict, thresholds: dict[str, float]) -> list[dict]:
+    """One result per threshold and machine: {threshold, machine, limit, value, passed, message}."""
+    rows = {row["key"]: row for row in summary.get("comparison") or []}
+    headline = "capacity_rps" if "capacity_rps" in rows else "throughput_rps"
+    results = []
+    for name, limit in thresholds.items():
+        machine, _, bare = name.rpartition(".")
+        key, direction, scale = THRESHOLDS[bare]
+        if key is None:
+            value = (rows.get(headline) or {}).get("ratio")
+            results.append(_result(name, None, limit, value, direction, f"tuned/default {headline}", "x"))
+            continue
+        for each in [machine] if machine else MACHINES:
+            raw = (rows.get(key) or {}).get(each)
+            value = raw * scale if isinstance(raw, (int, float)) else None
+            results.append(_result(name, each, limit, value, direction, f"{each} {key}", UNITS.get(key, "")))
+    return results
+
+
+def _result(name: str, machine: str | None, limit: float, value: float | None, direction: str, what: str,
+            unit: str) -> dict:
+    passed = value is not None and (value <= limit if direction == "max" else value >= limit)
+    sign = "<=" if direction == "max" else ">="
+    shown = "no figure" if value is None else f"{value:.4g}{unit}"
+    return {"threshold": name, "machine": machine, "limit": limit, "value": value, "passed": passed,
+            "message": f"{'passed' if passed else 'BROKEN'}: {name} ({what} {sign} {limit:g}{unit}): {shown}"}
+
+
+def junit(results: list[dict], run_id: str, path: Path) -> Path:
+    """The results as a JUnit XML test suite, one test case per threshold and machine."""
+    suite = ET.Element("testsuite", {"name": "camel-tuning-lab thresholds", "tests": str(len(results)),
+                                     "failures": str(sum(not r["passed"] for r in results)), "errors": "0"})
+    for result in results:
+        case = ET.SubElement(suite, "testcase", {"classname": f"camel-tuning-lab.{run_id}",
+                                                 "name": result["threshold"] + (f" [{result['machine']}]"
+                                                                                if result["machine"] else "")})
+        if not result["passed"]:
+            ET.SubElement(case, "failure", {"message": result["message"]}).text = result["message"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(suite).write(path, encoding="UTF-8", xml_declaration=True)
+    return path

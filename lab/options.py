@@ -1,0 +1,182 @@
+"""The experiment's options, for `run`, `capacity` and the bare ./start.sh: the load (users, or an open
+model's arrival steps and SLO), a scenario file that sets it (lab/scenario.py), the schedule, trials and
+thresholds. Everything is checked here, before anything starts; a bad value is named as the user typed it.
+On the command line an option wins over the scenario file."""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from lab import load, scenario
+from lab.errors import StepFailed
+
+
+def _shared(options: argparse.ArgumentParser, defaults: bool) -> None:
+    unset = None if defaults else argparse.SUPPRESS
+    options.add_argument("--scenario", default=unset, metavar="FILE",
+                         help="a scenario file (YAML: the load, SLO, schedule, trials and thresholds; shipped ones in "
+                              "jmeter/scenarios/); options given here override it")
+    options.add_argument("--threshold", action="append", default=unset, metavar="NAME=VALUE",
+                         help="a pass/fail threshold, [default.|tuned.]NAME=VALUE (error_pct_max, p95_ms_max, "
+                              "p99_ms_max, throughput_rps_min, capacity_rps_min, ratio_min); a broken one exits 3 "
+                              "and thresholds.xml (JUnit) says which. Repeatable")
+    options.add_argument("--schedule", choices=load.SCHEDULES, default=unset,
+                         help="load both machines at once, or one after the other (default: at once only when "
+                              "each machine and JMeter have CPUs of their own)")
+    options.add_argument("--repeat", type=int, default=unset, metavar="N",
+                         help="N trials, each ratio with its 95%% interval over them (default 1; in the sequential "
+                              "schedule the machines' order alternates)")
+
+
+def load_options(defaults: bool) -> argparse.ArgumentParser:
+    """`run`'s options (defaults=True: the bare ./start.sh's, which is up then run)."""
+    unset = None if defaults else argparse.SUPPRESS
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--users", type=int, default=unset, help="users per machine (default 150)")
+    options.add_argument("--ramp", type=int, default=unset, metavar="SECONDS", help="ramp-up (default 150 s)")
+    options.add_argument("--duration", type=int, default=unset, metavar="SECONDS",
+                         help="whole run per machine, ramp-up included (default 1200 s)")
+    options.add_argument("--think", type=int, default=unset, metavar="MS", help="think time per request (default 0)")
+    options.add_argument("--quick", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                         help=f"a smoke run: {load.QUICK.describe()}")
+    options.add_argument("--aa", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                         help="A/A: the tuned machine gets the default one's knobs for this run (restored after), so "
+                              "--repeat N measures the noise floor: the smallest difference this host can tell")
+    _shared(options, defaults)
+    return options
+
+
+def capacity_options() -> argparse.ArgumentParser:
+    """`capacity`'s options: an open model's steps and the SLO they must meet."""
+    steps, slo, unset = load.FULL_STEPS, load.FULL_STEPS.slo, argparse.SUPPRESS
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--start-rate", type=int, default=unset, metavar="RPS",
+                         help=f"first step's arrivals per second (default {steps.start_rps})")
+    options.add_argument("--step-rate", type=int, default=unset, metavar="RPS",
+                         help=f"added at each step (default {steps.step_rps})")
+    options.add_argument("--step-length", type=int, default=unset, metavar="SECONDS",
+                         help=f"each step (default {steps.step_s} s)")
+    options.add_argument("--max-rate", type=int, default=unset, metavar="RPS",
+                         help=f"the last step at most (default {steps.max_rps})")
+    options.add_argument("--slo-p99", type=int, default=unset, metavar="MS",
+                         help=f"a step's p99 at most (default {slo.p99_ms} ms)")
+    options.add_argument("--slo-errors", type=float, default=unset, metavar="PERCENT",
+                         help=f"a step's errors at most (default {slo.error_pct:g}%%)")
+    options.add_argument("--quick", action="store_true", default=unset, help=f"a smoke run: {load.QUICK_STEPS.describe()}")
+    _shared(options, defaults=False)
+    return options
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What `run` or `capacity` will do, every part checked."""
+    profile: load.Profile
+    schedule: str | None
+    repeat: int
+    limits: dict[str, float]
+    a_a: bool
+    scenario: str | None = None
+
+
+# option, LoadProfile field, smallest value
+_USER_OPTIONS = (("--users", "users", 1), ("--ramp", "ramp_s", 0), ("--duration", "duration_s", 1),
+                 ("--think", "think_ms", 0))
+# option, StepLoad field, smallest value
+_STEP_OPTIONS = (("--start-rate", "start_rps", 1), ("--step-rate", "step_rps", 1), ("--step-length", "step_s", 1),
+                 ("--max-rate", "max_rps", 1))
+
+
+def _given(args: argparse.Namespace, option: str) -> object:
+    return getattr(args, option[2:].replace("-", "_"), None)
+
+
+def experiment(args: argparse.Namespace) -> Experiment:
+    """The experiment the options (and the scenario file they name) ask for."""
+    chosen = _scenario(args)
+    if chosen and _given(args, "--quick"):
+        raise StepFailed(f"--quick and --scenario {args.scenario}: choose one")
+    model = chosen.profile.model if chosen else ("open" if args.command == "capacity" else "closed")
+    if args.command == "capacity" and model != "open":
+        raise StepFailed(f"{chosen.source if chosen else '?'}: model closed: ./start.sh capacity runs an open model "
+                         "(model: open); ./start.sh run runs this one")
+    repeat = _given(args, "--repeat")
+    if repeat is not None and repeat < 1:
+        raise StepFailed(f"--repeat {repeat}: must be 1 or more")
+    base = chosen.profile if chosen else None
+    if model == "open":
+        wrong = next((option for option, _, _ in _USER_OPTIONS if _given(args, option) is not None), None)
+        if wrong:
+            raise StepFailed(f"{wrong} does not apply to an open model: its load is arrival rates (--start-rate, "
+                             "--step-rate, --step-length, --max-rate)")
+        profile: load.Profile = _steps(args, base if isinstance(base, load.StepLoad) else None)
+    else:
+        profile = _profile(args, base if isinstance(base, load.LoadProfile) else None)
+    return Experiment(profile=profile, schedule=_given(args, "--schedule") or (chosen.schedule if chosen else None),
+                      repeat=repeat or (chosen.repeat if chosen else None) or 1,
+                      limits={**(chosen.thresholds if chosen else {}), **_thresholds(args)},
+                      a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None)
+
+
+def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:
+    typed = _given(args, "--scenario")
+    if typed is None:
+        return None
+    path = Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(str(typed)).expanduser()
+    return scenario.load(path, str(typed))
+
+
+def _thresholds(args: argparse.Namespace) -> dict[str, float]:
+    limits = {}
+    for text in _given(args, "--threshold") or []:
+        name, equals, value = str(text).partition("=")
+        if not equals:
+            raise StepFailed(f"--threshold {text}: use NAME=VALUE, for example tuned.p95_ms_max=500")
+        try:
+            number = float(value)
+        except ValueError:
+            raise StepFailed(f"--threshold {text}: {value!r} is not a number") from None
+        limits[name.strip()] = scenario.threshold_value(f"--threshold {text}", name.strip(), number)
+    return limits
+
+
+def _profile(args: argparse.Namespace, base: load.LoadProfile | None) -> load.LoadProfile:
+    """The closed model's profile; a bad value is named as the user typed it."""
+    profile = base or (load.QUICK if _given(args, "--quick") else load.FULL)
+    overrides = {}
+    for option, field, smallest in _USER_OPTIONS:
+        value = _given(args, option)
+        if value is None:
+            continue
+        if value < smallest:
+            raise StepFailed(f"{option} {value}: must be {smallest} or more")
+        overrides[field] = value
+    chosen = replace(profile, **overrides)
+    if chosen.ramp_s > chosen.duration_s:
+        raise StepFailed(f"--ramp {chosen.ramp_s} is longer than --duration {chosen.duration_s}: the ramp-up is "
+                         "part of the run")
+    return chosen
+
+
+def _steps(args: argparse.Namespace, base: load.StepLoad | None) -> load.StepLoad:
+    """The open model's steps and SLO; a bad value is named as the user typed it."""
+    steps = base or (load.QUICK_STEPS if _given(args, "--quick") else load.FULL_STEPS)
+    overrides: dict = {}
+    for option, field, smallest in _STEP_OPTIONS:
+        value = _given(args, option)
+        if value is not None and value < smallest:
+            raise StepFailed(f"{option} {value}: must be {smallest} or more")
+        if value is not None:
+            overrides[field] = value
+    p99, errors = _given(args, "--slo-p99"), _given(args, "--slo-errors")
+    if p99 is not None and p99 < 1:
+        raise StepFailed(f"--slo-p99 {p99}: must be 1 ms or more")
+    if errors is not None and not 0 <= errors <= 100:
+        raise StepFailed(f"--slo-errors {errors:g}: must be a percentage, 0 to 100")
+    start, most = overrides.get("start_rps", steps.start_rps), overrides.get("max_rps", steps.max_rps)
+    if most < start:
+        raise StepFailed(f"--max-rate {most} is below --start-rate {start}")
+    slo = load.Slo(p99_ms=p99 if p99 is not None else steps.slo.p99_ms,
+                   error_pct=errors if errors is not None else steps.slo.error_pct)
+    return replace(steps, **overrides, slo=slo)

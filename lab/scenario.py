@@ -1,0 +1,138 @@
+"""A scenario file (YAML): an experiment a user keeps and shares. It names the load model and its
+parameters, the SLO of a capacity run, the schedule and trials, and the thresholds the run must pass.
+Options on the command line override it. The shipped ones are in jmeter/scenarios/ (README there).
+
+    model: closed                   # closed: users that wait for their answer; open: arrivals at a rate
+    load: {users: 300, ramp_s: 150, duration_s: 1200}
+    thresholds: {error_pct_max: 1, tuned.p95_ms_max: 500, ratio_min: 1.0}
+
+A file that does not parse, an unknown field, or a value of the wrong kind is refused before anything
+starts, with the file and the field named."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from lab.analysis.thresholds import THRESHOLDS
+from lab.errors import StepFailed
+from lab.load import SCHEDULES, LoadProfile, Profile, Slo, StepLoad
+from lab.machines import MACHINES
+
+MODELS = {"closed": LoadProfile, "open": StepLoad}
+TOP_LEVEL = {"description", "model", "load", "slo", "schedule", "repeat", "thresholds"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    source: str                                     # the file as the user named it
+    profile: Profile
+    description: str = ""
+    schedule: str | None = None
+    repeat: int | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)     # [machine.]name -> limit
+
+
+def _fail(source: str, where: str, message: str) -> StepFailed:
+    return StepFailed(f"{source}: {where}: {message}")
+
+
+def _number(source: str, where: str, value: object, integer: bool) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise _fail(source, where, f"must be {'an integer' if integer else 'a number'}, not {value!r}")
+    return value
+
+
+def load(path: Path, typed: str | None = None) -> Scenario:
+    """The scenario in path; StepFailed naming the file (as typed) and the field for anything wrong."""
+    source = typed or str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise StepFailed(f"{source}: cannot read the scenario file ({error.strerror or error})") from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "YAML"
+        raise _fail(source, where, f"not YAML ({getattr(error, 'problem', None) or error})") from error
+    if not isinstance(data, dict):
+        raise _fail(source, "the file", "must be a mapping (model:, load:, ...)")
+    unknown = sorted(set(map(str, data)) - TOP_LEVEL)
+    if unknown:
+        raise _fail(source, unknown[0], f"unknown field (known: {', '.join(sorted(TOP_LEVEL))})")
+    model = data.get("model", "closed")
+    if model not in MODELS:
+        raise _fail(source, "model", f"{model!r} is not one of {', '.join(MODELS)}")
+    schedule = data.get("schedule")
+    if schedule is not None and schedule not in SCHEDULES:
+        raise _fail(source, "schedule", f"{schedule!r} is not one of {', '.join(SCHEDULES)}")
+    repeat = data.get("repeat")
+    if repeat is not None and _number(source, "repeat", repeat, True) < 1:
+        raise _fail(source, "repeat", f"must be 1 or more, not {repeat}")
+    description = data.get("description") or ""
+    if not isinstance(description, str):
+        raise _fail(source, "description", "must be text")
+    return Scenario(source, _profile(source, model, data.get("load") or {}, data.get("slo")), description,
+                    schedule, repeat, _thresholds(source, data.get("thresholds") or {}))
+
+
+def _profile(source: str, model: str, values: object, slo: object) -> Profile:
+    kind = MODELS[model]
+    if not isinstance(values, dict):
+        raise _fail(source, "load", "must be a mapping of the load's parameters")
+    fields = {f.name: f for f in dataclasses.fields(kind) if f.init and f.name != "slo"}
+    for name, value in values.items():
+        if name not in fields:
+            raise _fail(source, f"load.{name}", f"unknown for model {model} (known: {', '.join(fields)})")
+        if fields[name].type in ("bool", bool):
+            if not isinstance(value, bool):
+                raise _fail(source, f"load.{name}", f"must be true or false, not {value!r}")
+        else:
+            _number(source, f"load.{name}", value, True)
+    if slo is not None and model != "open":
+        raise _fail(source, "slo", "only an open model (a capacity run) has an SLO")
+    extra = {"slo": _slo(source, slo)} if model == "open" and slo is not None else {}
+    try:
+        profile = kind(**values, **extra)
+    except ValueError as error:     # "StepLoad.step_s must be …": the field named as the file has it
+        field_name, _, message = str(error).removeprefix(f"{kind.__name__}.").partition(" ")
+        where = f"load.{field_name}" if field_name in fields else "load"
+        raise _fail(source, where, message if where != "load" else str(error).replace(f"{kind.__name__}.", "")) \
+            from error
+    if isinstance(profile, LoadProfile) and profile.ramp_s > profile.duration_s:
+        raise _fail(source, "load.ramp_s", f"{profile.ramp_s} is longer than duration_s {profile.duration_s}")
+    return profile
+
+
+def _slo(source: str, slo: object) -> Slo:
+    if not isinstance(slo, dict) or set(slo) - {"p99_ms", "error_pct"}:
+        raise _fail(source, "slo", "must be a mapping of p99_ms and error_pct")
+    p99 = _number(source, "slo.p99_ms", slo.get("p99_ms", Slo.p99_ms), True)
+    errors = _number(source, "slo.error_pct", slo.get("error_pct", Slo.error_pct), False)
+    try:
+        return Slo(p99_ms=int(p99), error_pct=float(errors))
+    except ValueError as error:
+        raise _fail(source, "slo", str(error).replace("Slo.", "")) from error
+
+
+def _thresholds(source: str, values: object) -> dict[str, float]:
+    if not isinstance(values, dict):
+        raise _fail(source, "thresholds", "must be a mapping of threshold: limit")
+    return {str(name): threshold_value(f"{source}: thresholds.{name}", str(name), value)
+            for name, value in values.items()}
+
+
+def threshold_value(where: str, name: str, value: object) -> float:
+    """A threshold's limit, checked: [machine.]known-name, a number (StepFailed naming where)."""
+    machine, _, bare = name.rpartition(".")
+    if bare not in THRESHOLDS:
+        raise StepFailed(f"{where}: unknown threshold (known: {', '.join(THRESHOLDS)}, each optionally after "
+                         f"{' or '.join(f'{m}.' for m in MACHINES)})")
+    if machine and machine not in MACHINES:
+        raise StepFailed(f"{where}: {machine!r} is not a machine ({', '.join(MACHINES)})")
+    if bare == "ratio_min" and machine:
+        raise StepFailed(f"{where}: ratio_min compares the machines: it takes no machine")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise StepFailed(f"{where}: must be a number, not {value!r}")
+    return float(value)
