@@ -13,6 +13,7 @@ from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose, manifest
 from lab.machines.protocol import Backend
+from lab.report import compare_page
 
 
 def _inventory(text: str) -> Path:
@@ -52,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("capacity", parents=[common, options.capacity_options()],
                         help="each machine's capacity: arrivals stepped up until the SLO is missed, the report "
                              "with the latency-throughput curve and where each broke")
+    compare_parser = commands.add_parser("compare", help="two saved runs side by side (a knob before and after): "
+                                                         "./start.sh compare RUN_A RUN_B (run ids in runs/, or paths)")
+    compare_parser.add_argument("run_a", metavar="RUN_A")
+    compare_parser.add_argument("run_b", metavar="RUN_B")
     status_parser = commands.add_parser("status", parents=[common], help="what each machine really runs")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands.add_parser("down", parents=[common], help="stop and remove everything the lab created")
@@ -69,6 +74,8 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     if args.command == "jmeter":                    # options before it: JMeter's arguments would be argparse's
         print("start.sh: put jmeter first: ./start.sh jmeter [JMETER ARGUMENTS]", file=sys.stderr)
         return 2
+    if args.command == "compare":                   # reads saved runs only: no machine, no backend
+        return run_compare(args.run_a, args.run_b)
     host = host or HostLab()
     try:
         # A bad option fails here, before anything starts.
@@ -135,6 +142,30 @@ def run_jmeter(args: list[str]) -> int:
     os.chdir(os.environ.get("LAB_CALLER_DIR") or os.getcwd())
     os.execv(command[0], command)
     return 0    # not reached
+
+
+def _saved_run(typed: str, which: str) -> Path:
+    """A run folder as the user named it: a path (from where they ran ./start.sh), else an id in runs/."""
+    for candidate in (Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(typed).expanduser(),
+                      runfolder.RUNS / typed):
+        if (candidate / "run.json").is_file():
+            return candidate.resolve()
+    raise StepFailed(f"compare: {which} {typed!r} is not a run folder (no run.json there, nor in "
+                     f"{runfolder.RUNS / typed})")
+
+
+def run_compare(typed_a: str, typed_b: str) -> int:
+    try:
+        run_a, run_b = _saved_run(typed_a, "RUN_A"), _saved_run(typed_b, "RUN_B")
+        if run_a == run_b:
+            raise StepFailed(f"compare: RUN_A and RUN_B are the same run ({run_a})")
+        result, page = compare_page.render(run_a, run_b)
+    except LabError as error:
+        print(f"start.sh: {error}", file=sys.stderr)
+        return 1
+    print("\n".join(compare_page.lines(result)), file=sys.stderr)
+    print(f"Report: {page}", file=sys.stderr)
+    return 0
 
 
 def show_status(backend: Backend, as_json: bool) -> int:

@@ -50,3 +50,31 @@ def few_trials_note(trials: int) -> str | None:
     return (f"{trials} trials: the interval is narrower than a true 95% one (about {'75' if trials <= 3 else '85'}% "
             f"coverage); {FEW_TRIALS} or more make it honest")
 
+
+
+def unpaired_interval(before: list[float], after: list[float], confidence: float = CONFIDENCE,
+                      resamples: int = RESAMPLES) -> dict:
+    """mean(after) / mean(before) for two independent sets of trials (two runs: nothing pairs their trials),
+    with a percentile bootstrap interval resampling each set on its own (None unless both have 2 or more)."""
+    a = numpy.array([v for v in before if v is not None], dtype=float)
+    b = numpy.array([v for v in after if v is not None], dtype=float)
+    result: dict = {"trials": [len(a), len(b)], "confidence": confidence, "low": None, "high": None, "ratio": None,
+                    "method": f"percentile bootstrap, each run's trials resampled on their own, {resamples:,} resamples"}
+    if not len(a) or not len(b) or a.mean() == 0:
+        result["note"] = "no figure in one of the runs" if not len(a) or not len(b) else "0 in the first run"
+        return result
+    result["ratio"] = round(float(b.mean() / a.mean()), 6)
+    if len(a) < 2 or len(b) < 2:
+        result["note"] = "a run of one trial: no interval (--repeat N gives one)"
+        return result
+    rng = numpy.random.default_rng(SEED)
+    means_a = a[rng.integers(0, len(a), size=(resamples, len(a)))].mean(axis=1)
+    means_b = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
+    ratios = means_b[means_a > 0] / means_a[means_a > 0]
+    tail = (1 - confidence) / 2 * 100
+    low, high = numpy.percentile(ratios, [tail, 100 - tail])
+    result.update(low=round(float(low), 6), high=round(float(high), 6))
+    note = few_trials_note(min(len(a), len(b)))
+    if note:
+        result["note"] = note
+    return result

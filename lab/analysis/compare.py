@@ -1,0 +1,93 @@
+"""Two saved runs side by side (./start.sh compare RUN_A RUN_B), for example a knob before and after:
+each machine's figures in A and in B, B/A with its 95% interval when the runs had trials (their trials are
+independent: an unpaired bootstrap, lab/analysis/trials.py), and each run's own tuned/default ratio.
+
+    compare(run_a, run_b) -> dict
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab.analysis import repeated, trials
+from lab.analysis import summary as single
+from lab.machines import MACHINES
+from lab.runfolder import RunFolder
+
+
+def _summaries(folder: RunFolder) -> list[dict]:
+    """The figures of each trial (a single run: its own), made first where missing."""
+    runs = folder.trials() or [folder]
+    found = []
+    for run in runs:
+        if run.summary_json.is_file():
+            found.append(json.loads(run.summary_json.read_text()))
+        elif run.run_json.is_file():
+            found.append(single.summarize(run.root))
+    return found
+
+
+def _values(summaries: list[dict], key: str, column: str) -> list[float]:
+    """A comparison row's column (a machine, or "ratio") in each trial that has it."""
+    rows = [next((row for row in s.get("comparison") or [] if row["key"] == key), None) for s in summaries]
+    return [row[column] for row in rows if row and isinstance(row.get(column), (int, float))]
+
+
+def _about(folder: RunFolder, summaries: list[dict]) -> dict:
+    top = json.loads(folder.summary_json.read_text()) if folder.summary_json.is_file() else (summaries or [{}])[0]
+    run = top.get("run") or {}
+    return {"run_id": folder.root.name, "path": str(folder.root), "trials": len(summaries),
+            "repeated": repeated.is_repeated(folder.root), "schedule": run.get("schedule"),
+            "profile": run.get("profile") or {}, "backend": run.get("backend"),
+            "verdict": (top.get("verdict") or {}).get("verdict"), "mode": run.get("mode"),
+            "report": str(folder.report_html) if folder.report_html.is_file() else None}
+
+
+def compare(run_a: Path, run_b: Path) -> dict:
+    a, b = RunFolder(Path(run_a)), RunFolder(Path(run_b))
+    figures_a, figures_b = _summaries(a), _summaries(b)
+    rows = []
+    for key, label, unit, _get, better in single.COMPARED:
+        for column in (*MACHINES, "ratio"):
+            before, after = _values(figures_a, key, column), _values(figures_b, key, column)
+            if not before and not after:
+                continue
+            interval = trials.unpaired_interval(before, after)
+            rows.append({"key": key, "label": label, "unit": "x" if column == "ratio" else unit, "better": better,
+                         "of": column, "a": sum(before) / len(before) if before else None,
+                         "b": sum(after) / len(after) if after else None, "b_over_a": interval["ratio"],
+                         "low": interval["low"], "high": interval["high"], "note": interval.get("note"),
+                         "points_a": before, "points_b": after})
+    differing = _knobs(a, b)
+    return {"a": _about(a, figures_a), "b": _about(b, figures_b), "rows": rows, "knobs": differing,
+            "basis": "each figure: the run's own (a repeated run: the mean over its trials); B/A with a 95% "
+                     "percentile bootstrap interval, each run's trials resampled on their own",
+            "comparable": _comparable(figures_a, figures_b)}
+
+
+def _knobs(a: RunFolder, b: RunFolder) -> list[dict]:
+    """The knobs of each machine that differ between the runs (their knobs.json), what a user changed."""
+    def read(folder: RunFolder) -> dict:
+        try:
+            return json.loads(folder.knobs_json.read_text())
+        except (OSError, ValueError):
+            return {}
+    knobs_a, knobs_b = read(a), read(b)
+    changed = []
+    for machine in MACHINES:
+        before, after = knobs_a.get(machine) or {}, knobs_b.get(machine) or {}
+        for variable in sorted(set(before) | set(after)):
+            if json.dumps(before.get(variable), sort_keys=True) != json.dumps(after.get(variable), sort_keys=True):
+                changed.append({"machine": machine, "variable": variable, "a": before.get(variable, "(unset)"),
+                                "b": after.get(variable, "(unset)")})
+    return changed
+
+
+def _comparable(figures_a: list[dict], figures_b: list[dict]) -> str | None:
+    """Why B/A may mislead: the runs loaded differently (another profile or schedule)."""
+    def shape(figures: list[dict]) -> tuple:
+        run = (figures[0] if figures else {}).get("run") or {}
+        return json.dumps(run.get("profile"), sort_keys=True), run.get("schedule"), run.get("backend")
+    if figures_a and figures_b and shape(figures_a) != shape(figures_b):
+        return "the runs differ in their load, schedule or backend: B/A mixes that difference with any other"
+    return None

@@ -1,0 +1,47 @@
+"""Two runs side by side (lab/analysis/compare.py) → runs/compare/<A>-vs-<B>/index.html, in the report's
+style (templates/compare.html.j2), and the few lines the terminal shows."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from lab.analysis.compare import compare
+from lab.analysis.headline import _times
+from lab.report.page import environment
+from lab.runfolder import RUNS, RunFolder
+
+TEMPLATE = "compare.html.j2"
+HEADLINE_KEYS = ("capacity_rps", "throughput_rps", "p95_ms", "error_rate", "peak_memory_bytes")
+
+
+def render(run_a: Path, run_b: Path, out_root: Path = RUNS / "compare") -> tuple[dict, Path]:
+    result = compare(run_a, run_b)
+    out = out_root / f"{Path(run_a).name}-vs-{Path(run_b).name}"
+    page = environment().get_template(TEMPLATE).render(
+        result=result, now=time.time(),
+        links={side: os.path.relpath(result[side]["report"], out) if result[side]["report"] else None
+               for side in ("a", "b")})
+    RunFolder.write_text(out / "index.html", page)
+    return result, out / "index.html"
+
+
+def lines(result: dict) -> list[str]:
+    """The headline figures of both runs, B/A with its interval."""
+    a, b = result["a"], result["b"]
+    out = [f"A: {a['run_id']} ({a['trials']} trial{'s' if a['trials'] != 1 else ''}, verdict {a['verdict']})   "
+           f"B: {b['run_id']} ({b['trials']} trial{'s' if b['trials'] != 1 else ''}, verdict {b['verdict']})"]
+    for row in result["rows"]:
+        if row["key"] not in HEADLINE_KEYS:
+            continue
+        interval = f" (95% interval {_times(row['low'])}-{_times(row['high'])})" if row["low"] is not None else ""
+        shown = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+        out.append(f"  {row['of']:<8} {row['key']:<18} A {shown(row['a']):>9}   B {shown(row['b']):>9}   "
+                   f"B/A {_times(row['b_over_a']) if row['b_over_a'] is not None else '-'}{interval}")
+    if result["knobs"]:
+        out.append(f"  {len(result['knobs'])} knob(s) differ between the runs: "
+                   + ", ".join(f"{k['machine']}.{k['variable']}" for k in result["knobs"][:6])
+                   + (" ..." if len(result["knobs"]) > 6 else ""))
+    if result["comparable"]:
+        out.append(f"  Note: {result['comparable']}.")
+    return out

@@ -1,0 +1,92 @@
+"""./start.sh compare RUN_A RUN_B on small stored runs: each machine's figures side by side, B/A with an
+interval when both runs had trials, the knobs that differ, and bad run names refused."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab import cli
+from lab.analysis.compare import compare
+from lab.report import compare_page
+
+pytestmark = pytest.mark.fast
+PROFILE = {"users": 20, "ramp_s": 20, "duration_s": 90}
+
+
+def _summary(default_rps: float, tuned_rps: float, p95: tuple[float, float] = (50.0, 40.0)) -> dict:
+    return {"run": {"profile": PROFILE, "schedule": "sequential", "backend": "local"},
+            "verdict": {"verdict": "valid"},
+            "comparison": [{"key": "throughput_rps", "default": default_rps, "tuned": tuned_rps,
+                            "ratio": tuned_rps / default_rps},
+                           {"key": "p95_ms", "default": p95[0], "tuned": p95[1], "ratio": p95[1] / p95[0]}]}
+
+
+def _run(root: Path, trials: list[tuple[float, float]], knobs: dict | None = None) -> Path:
+    root.mkdir(parents=True)
+    (root / "run.json").write_text(json.dumps({"run_id": root.name, "profile": PROFILE}))
+    (root / "knobs.json").write_text(json.dumps(knobs or {"default": {"x": 1}, "tuned": {"x": 2}}))
+    if len(trials) == 1:
+        (root / "summary.json").write_text(json.dumps(_summary(*trials[0])))
+        return root
+    for number, figures in enumerate(trials, start=1):
+        trial = root / "trials" / str(number)
+        trial.mkdir(parents=True)
+        (trial / "run.json").write_text("{}")
+        (trial / "summary.json").write_text(json.dumps(_summary(*figures)))
+    (root / "summary.json").write_text(json.dumps({"kind": "repeated", "verdict": {"verdict": "valid"},
+                                                   "run": {"profile": PROFILE}}))
+    return root
+
+
+def _row(result: dict, key: str, of: str) -> dict:
+    return next(r for r in result["rows"] if r["key"] == key and r["of"] == of)
+
+
+def test_two_repeated_runs_give_b_over_a_with_an_interval(tmp_path):
+    a = _run(tmp_path / "20261124-010000", [(100, 100), (100, 110), (100, 105)])
+    b = _run(tmp_path / "20261124-020000", [(100, 120), (100, 130), (100, 125)],
+             knobs={"default": {"x": 1}, "tuned": {"x": 3}})
+    result = compare(a, b)
+    tuned = _row(result, "throughput_rps", "tuned")
+    assert tuned["a"] == 105 and tuned["b"] == 125 and tuned["b_over_a"] == pytest.approx(125 / 105, abs=1e-6)
+    assert 1 < tuned["low"] <= tuned["b_over_a"] <= tuned["high"]
+    assert tuned["points_a"] == [100, 110, 105]
+    default = _row(result, "throughput_rps", "default")
+    assert default["b_over_a"] == 1 and default["low"] == default["high"] == 1
+    assert _row(result, "throughput_rps", "ratio")["b_over_a"] == pytest.approx(1.25 / 1.05, abs=1e-3)
+    assert result["knobs"] == [{"machine": "tuned", "variable": "x", "a": 2, "b": 3}]
+    assert result["comparable"] is None
+    result, page = compare_page.render(a, b, tmp_path / "compare")
+    html = page.read_text()
+    assert page == tmp_path / "compare" / "20261124-010000-vs-20261124-020000" / "index.html"
+    assert "1.190×" in html and "<code>x</code>" in html
+    lines = compare_page.lines(result)
+    assert any(line.startswith("  tuned    throughput_rps     A       105   B       125   B/A 1.19x (95% interval")
+               for line in lines), lines
+
+
+def test_single_runs_give_b_over_a_without_an_interval(tmp_path):
+    a = _run(tmp_path / "a", [(100, 100)])
+    b = _run(tmp_path / "b", [(100, 90)])
+    tuned = _row(compare(a, b), "throughput_rps", "tuned")
+    assert tuned["b_over_a"] == 0.9 and tuned["low"] is None and "one trial" in tuned["note"]
+
+
+def test_runs_of_different_loads_are_flagged(tmp_path):
+    a = _run(tmp_path / "a", [(100, 100)])
+    b = _run(tmp_path / "b", [(100, 90)])
+    summary = json.loads((b / "summary.json").read_text())
+    summary["run"]["profile"] = {**PROFILE, "users": 150}
+    (b / "summary.json").write_text(json.dumps(summary))
+    assert "differ in their load" in compare(a, b)["comparable"]
+
+
+def test_compare_refuses_what_is_not_a_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LAB_CALLER_DIR", str(tmp_path))
+    a = _run(tmp_path / "a", [(100, 100)])
+    assert cli.main(["compare", "a", "nowhere"]) == 1
+    assert "compare: RUN_B 'nowhere' is not a run folder" in capsys.readouterr().err
+    assert cli.main(["compare", str(a), "a"]) == 1
+    assert "RUN_A and RUN_B are the same run" in capsys.readouterr().err
