@@ -209,3 +209,23 @@ def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_pa
     assert lines[1].startswith("  default  capacity 200 req/s; at 300 req/s offered it answered 300 req/s; p99 2500 ms")
     assert lines[2].startswith("  tuned    capacity at least 600 req/s")
     assert lines[3] == "  tuned/default capacity: 1.50x"
+
+
+def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
+    found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 400, 0, 2500), (4000, 900, 0, 4000)])
+    knee = next(s for s in found["steps"] if s["rate_rps"] == found["knee_rps"])
+    start = knee["start_s"]
+    times = [start - 5, start + 1, start + 9, start + 15]           # the first and last outside the knee step
+    series = {"pcp": {"proc_t": times, "proc_pss_bytes": [900e6, 300e6, 400e6, 950e6],
+                      "proc_cpu_cores": [1.9, 1.2, 1.5, 1.9], "proc_threads": [500, 200, 250, 600],
+                      "app_t": times, "tomcat_busy": {"http": [1, 150, 200, 7], "ajp": [9, 10, 20, 9]},
+                      "apache_busy": {"": [0, 140, 150, 0]}},
+              "gc": [{"t": start + 2, "pause_ms": 80}, {"t": start + 3, "pause_ms": 120}, {"t": start + 30, "pause_ms": 900}]}
+    events = {"oom_kills": 1, "process_exits": [{"process": "service", "reason": "killed by SIGKILL", "at_s": start + 8},
+                                                {"process": "httpd", "reason": "exited", "at_s": start - 40}]}
+    state = capacity.at_knee(found, series, events)
+    assert state["memory_pss_peak_bytes"] == 400e6 and state["cpu_cores_peak"] == 1.5 and state["threads_peak"] == 250
+    assert state["tomcat_busy_peak"] == 220 and state["httpd_busy_peak"] == 150 and state["pool_pending_peak"] is None
+    assert state["gc_pauses"] == 2 and state["gc_pause_max_ms"] == 120
+    assert [e["process"] for e in state["process_exits"]] == ["service"] and state["oom_kills_in_run"] == 1
+    assert capacity.at_knee({**found, "knee_rps": None}, series, events) is None

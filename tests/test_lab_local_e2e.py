@@ -373,6 +373,7 @@ def test_a_quick_capacity_run_finds_each_machines_capacity(quick_run):
         # every arrival of a finished step was sent: JMeter's open model makes exactly rate x length arrive
         assert all(s["samples"] == s["rate_rps"] * run["profile"]["step_s"] for s in steps if not s["partial"])
         assert any(s["met"] for s in steps) and any(s["met"] is False for s in steps)
+        assert found["at_knee"]["memory_pss_peak_bytes"] > 0 and found["at_knee"]["tomcat_busy_peak"] is not None
     # the load ended past both knees, before the schedule's end
     assert run["ended_early_s"] and max(run["ended_early_s"].values()) < run["profile"]["step_s"] * len(
         range(run["profile"]["start_rps"], run["profile"]["max_rps"] + 1, run["profile"]["step_rps"]))
@@ -381,7 +382,7 @@ def test_a_quick_capacity_run_finds_each_machines_capacity(quick_run):
         abs=1e-3)
     assert "\n".join(headline(summary)) in result.stderr
     html = (run_dir / "report" / "index.html").read_text()
-    assert '<section id="capacity">' in html and 'id="chart-capacity"' in html
+    assert '<section id="capacity">' in html and 'id="chart-capacity"' in html and "at its knee" in html
 
 
 def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_run):

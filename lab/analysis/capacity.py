@@ -46,7 +46,7 @@ def analyze(samples: Samples, load: StepLoad, t0: float) -> dict:
         steps.append(_step(samples, members, number, rate, load, samples.start[members[0]] / 1000.0 - t0,
                            partial=len(members) < count))
     return {"slo": {"p99_ms": load.slo.p99_ms, "error_pct": load.slo.error_pct, "text": load.slo.describe()},
-            "steps": steps, **_capacity(steps, load), "basis": BASIS}
+            "step_s": load.step_s, "steps": steps, **_capacity(steps, load), "basis": BASIS}
 
 
 def _step(samples: Samples, members: list[int], number: int, rate: int, load: StepLoad, start_s: float,
@@ -122,3 +122,41 @@ def compare(machines: dict[str, dict]) -> dict:
     return {"default_rps": a, "tuned_rps": b,
             "ratio": round(b / a, 4) if measured and a and b is not None else None,
             "note": None if measured else "no ratio: a machine's capacity was not found (see its note)"}
+
+
+def _peak(times: list | None, values: list | None, start: float, end: float) -> float | None:
+    found = [v for t, v in zip(times or [], values or []) if start <= t <= end and isinstance(v, (int, float))]
+    return max(found) if found else None
+
+
+def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
+    """The machine during its knee step (times from the run's start): its memory, CPU and threads, where
+    requests queued (Tomcat's busy threads, HTTPD's busy workers, the HTTP client pool's waiters: PCP), its
+    GC pauses (GC log) and the processes that died (events.json). None without a knee."""
+    knee = next((s for s in found.get("steps") or [] if s["rate_rps"] == found.get("knee_rps")), None)
+    if knee is None:
+        return None
+    start = knee["start_s"]
+    end = start + (found.get("step_s") or 0)
+    pcp = series.get("pcp") or {}
+
+    def peak_of(times_key: str, key: str) -> float | None:
+        values = pcp.get(key)
+        if isinstance(values, dict):      # per instance (a connector, a pool): their sum at each time
+            columns = list(values.values())
+            values = [sum(v for v in row if isinstance(v, (int, float))) for row in zip(*columns)] if columns else None
+        return _peak(pcp.get(times_key), values, start, end)
+
+    pauses = [p for p in series.get("gc") or [] if isinstance(p.get("t"), (int, float)) and start <= p["t"] <= end]
+    deaths = [e for e in (events or {}).get("process_exits") or []
+              if isinstance(e, dict) and isinstance(e.get("at_s"), (int, float)) and start <= e["at_s"] <= end]
+    return {"from_s": round(start, 3), "to_s": round(end, 3),
+            "memory_pss_peak_bytes": peak_of("proc_t", "proc_pss_bytes"),
+            "cpu_cores_peak": peak_of("proc_t", "proc_cpu_cores"), "threads_peak": peak_of("proc_t", "proc_threads"),
+            "tomcat_busy_peak": peak_of("app_t", "tomcat_busy"), "httpd_busy_peak": peak_of("app_t", "apache_busy"),
+            "pool_pending_peak": peak_of("app_t", "pool_pending"),
+            "gc_pauses": len(pauses), "gc_pause_max_ms": max((p["pause_ms"] for p in pauses
+                                                              if isinstance(p.get("pause_ms"), (int, float))),
+                                                             default=None),
+            "process_exits": deaths, "oom_kills_in_run": (events or {}).get("oom_kills"),
+            "basis": "the knee step's time span: PCP's per-process and application metrics, the GC log, events.json"}

@@ -196,6 +196,8 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
             if at is not None:
                 exit_["at_s"] = round(at - t0, 3)
 
+    if entry.get("capacity"):
+        entry["capacity"]["at_knee"] = capacity.at_knee(entry["capacity"], series, events)
     peak = _number((events or {}).get("peak_memory_bytes"))
     if resources.get("proc_pss_max_bytes") is not None:
         pcp_peak = {"peak_bytes": resources["proc_pss_max_bytes"],
