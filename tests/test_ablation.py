@@ -1,0 +1,100 @@
+"""Ablation's pure parts: the knob-group file checked against both machines' host_vars, configurations as
+extra vars, and the path, shares, leave-one-out losses and interactions computed from recorded
+measurements (additive groups, a dependency, and two groups that only work together)."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from lab.ablation import groups as knob_groups
+from lab.analysis import ablation
+from lab.errors import StepFailed
+
+pytestmark = pytest.mark.fast
+
+
+def test_the_shipped_groups_make_the_tuned_machine_from_the_default_one():
+    groups = knob_groups.load()
+    assert list(groups) == ["httpd_mpm", "timeouts", "ajp", "apr", "connector", "gc_heap", "async_logging"]
+    assert groups["apr"].needs == ("ajp",)
+    default = knob_groups._yaml(knob_groups.HOST_VARS / "default.yml", "")
+    tuned = knob_groups._yaml(knob_groups.HOST_VARS / "tuned.yml", "")
+    assert knob_groups.extra_vars(groups, frozenset()) == default
+    assert knob_groups.extra_vars(groups, frozenset(groups)) == {**default, **tuned}
+    one = knob_groups.extra_vars(groups, frozenset({"gc_heap"}))
+    assert one["camel_app_java_options"] == tuned["camel_app_java_options"] and one["httpd_mpm"] == "prefork"
+    assert not knob_groups.valid(groups, frozenset({"apr"})) and knob_groups.valid(groups, frozenset({"apr", "ajp"}))
+
+
+def _files(tmp_path: Path, groups_text: str) -> tuple[Path, Path]:
+    host_vars = tmp_path / "host_vars"
+    host_vars.mkdir()
+    (host_vars / "default.yml").write_text("a: 1\nb: 1\nc: 1\n")
+    (host_vars / "tuned.yml").write_text("a: 2\nb: 2\nc: 2\n")
+    path = tmp_path / "knob-groups.yml"
+    path.write_text(groups_text)
+    return path, host_vars
+
+
+@pytest.mark.parametrize("text, message", [
+    ("groups: {one: {variables: [a, b, c, nope]}}\n", "groups.one.variables: nope is in neither"),
+    ("groups: {one: {variables: [a, b]}, two: {variables: [b, c]}}\n", "b is already in group one"),
+    ("groups: {one: {variables: [a, b]}}\n", "c (host_vars/tuned.yml) in no group"),
+    ("groups: {one: {variables: [a, b, c], needs: [zero]}}\n", "groups.one.needs: zero is not a group"),
+    ("groups: {one: {variables: [a], needs: [two]}, two: {variables: [b, c], needs: [one]}}\n", "a cycle of needs"),
+    ("groups: {one: {variables: [a, b, c], wants: [x]}}\n", "about, variables and needs only"),
+    ("groups: [a, b]\n", "groups: a mapping"),
+])
+def test_a_bad_group_file_is_refused_naming_the_group(tmp_path, text, message):
+    path, host_vars = _files(tmp_path, text)
+    with pytest.raises(StepFailed) as caught:
+        knob_groups.load(path, host_vars)
+    assert message in str(caught.value), str(caught.value)
+
+
+GROUPS = {name: knob_groups.Group(name, name, (name,), needs) for name, needs in
+          (("mpm", ()), ("ajp", ()), ("apr", ("ajp",)), ("gc", ()), ("logging", ()), ("synergy_a", ()),
+           ("synergy_b", ()))}
+
+
+def _measure(effects, trials: int = 6, noise: float = 0.005):
+    def measure(config):
+        rng = random.Random(",".join(sorted(config)))
+        return [1.0 + effects(config) + rng.gauss(0, noise) for _ in range(trials)]
+    return measure
+
+
+def test_additive_groups_get_their_share_and_the_rest_nothing():
+    result = ablation.analyze(GROUPS, _measure(lambda c: 0.2 * ("gc" in c) + 0.1 * ("logging" in c)),
+                              resamples=2000)
+    path = result["path"]
+    assert [r["group"] for r in path[:2]] == ["gc", "logging"]
+    assert path[0]["share"] == pytest.approx(2 / 3, abs=0.03) and path[1]["share"] == pytest.approx(1 / 3, abs=0.03)
+    assert path[0]["share_interval"][0] < 2 / 3 < path[0]["share_interval"][1]
+    assert all(not r["measurable"] for r in path[2:]) and not result["interacting"]
+    assert result["sentence"].startswith("gc and logging explain 100% of the gain")
+    assert "changed nothing measurable" in result["sentence"]
+    assert path[0]["loo_loss"] == pytest.approx(0.2, abs=0.01)
+
+
+def test_a_group_that_needs_another_comes_after_it_and_leaves_with_it():
+    result = ablation.analyze(GROUPS, _measure(lambda c: 0.3 * ("apr" in c)), resamples=2000)
+    order = [r["group"] for r in result["path"]]
+    assert order.index("ajp") < order.index("apr")
+    ajp = next(r for r in result["path"] if r["group"] == "ajp")
+    assert "apr" not in ajp["loo_config"] and "ajp" not in ajp["loo_config"]
+    assert ajp["loo_loss"] == pytest.approx(0.3, abs=0.01)     # without ajp, apr cannot run: its gain goes too
+
+
+def test_groups_that_only_work_together_are_flagged_as_interacting():
+    result = ablation.analyze(GROUPS, _measure(lambda c: 0.3 * ({"synergy_a", "synergy_b"} <= c)), resamples=2000)
+    # Greedily, the first of the pair gains nothing alone and the second gets all the gain; without either the
+    # whole gain is lost: the first one's forward gain and its leave-one-out loss disagree.
+    first, second = (r for r in result["path"] if r["group"] in ("synergy_a", "synergy_b"))
+    assert first["interacts"] and first["gain"] == pytest.approx(0, abs=0.01)
+    assert first["loo_loss"] == pytest.approx(0.3, abs=0.01) and second["loo_loss"] == pytest.approx(0.3, abs=0.01)
+    assert result["interacting"] == [first["group"]]
+    assert f"{first['group']} interacts" in result["sentence"]
+    assert result["gain"] == pytest.approx(0.3, abs=0.01)
