@@ -148,10 +148,9 @@ def _saved_run(typed: str, which: str) -> Path:
     """A run folder as the user named it: a path (from where they ran ./start.sh), else an id in runs/."""
     for candidate in (Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(typed).expanduser(),
                       runfolder.RUNS / typed):
-        if (candidate / "run.json").is_file():
+        if runfolder.RunFolder(candidate).run_json.is_file():
             return candidate.resolve()
-    raise StepFailed(f"compare: {which} {typed!r} is not a run folder (no run.json there, nor in "
-                     f"{runfolder.RUNS / typed})")
+    raise StepFailed(f"compare: {which} {typed!r} is not a run folder (none there, nor {runfolder.RUNS / typed})")
 
 
 def run_compare(typed_a: str, typed_b: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lab.analysis.numbers import clock, number
 from lab.analysis.numbers import ratio as _ratio
-from lab.analysis.prose import _fmt_rate, _ms, _pct, _times
+from lab.analysis.text import ms, pct, rate, times
 from lab.machines import MACHINES
 
 AA_LINE = "  A/A: the tuned machine ran with the default machine's knobs; any difference below is noise."
@@ -27,12 +27,12 @@ def _capacity(summary: dict) -> list[str]:
         if not found:
             lines.append(f"  {machine:<8} no JMeter results")
             continue
-        rate = found.get("capacity_rps")
-        shown = "none" if rate is None else f"{'at least ' if found.get('reached_max') else ''}{rate} req/s"
+        capacity = found.get("capacity_rps")
+        shown = "none" if capacity is None else f"{'at least ' if found.get('reached_max') else ''}{capacity} req/s"
         lines.append(f"  {machine:<8} capacity {shown}" + (f"; {found['broke']}" if found.get("broke") else
                                                           f" ({found['note']})" if found.get("note") else ""))
     ratio = (summary.get("capacity") or {}).get("ratio")
-    lines.append(f"  tuned/default capacity: {_times(ratio)}" if ratio is not None
+    lines.append(f"  tuned/default capacity: {times(ratio)}" if ratio is not None
                  else f"  {(summary.get('capacity') or {}).get('note') or 'no ratio'}.")
     return lines + _ending(summary)
 
@@ -54,9 +54,9 @@ def _single(summary: dict) -> list[str]:
             lines.append(f"  {machine:<8} no JMeter results")
             continue
         shown = load["all"] if unsettled and isinstance(load.get("all"), dict) else load
-        lines.append(f"  {machine:<8} {_fmt_rate(shown.get('throughput_rps')):>13}   "
-                     f"{shown.get('errors', 0):,} errors ({_pct(shown.get('error_rate'), 2)})   "
-                     f"p95 {_ms((shown.get('latency_ms') or {}).get('p95'))}")
+        lines.append(f"  {machine:<8} {rate(shown.get('throughput_rps')):>13}   "
+                     f"{shown.get('errors', 0):,} errors ({pct(shown.get('error_rate'), 2)})   "
+                     f"p95 {ms((shown.get('latency_ms') or {}).get('p95'))}")
     # With errors, the requests answered well are what counts: a machine failing fast looks busy.
     served_well = {machine: _served_well(load) for machine, load in loads.items()}
     if unsettled:
@@ -64,13 +64,13 @@ def _single(summary: dict) -> list[str]:
     elif any(load.get("error_rate") for load in loads.values()):
         ratio = _ratio(served_well.get("tuned"), served_well.get("default"))
         if ratio is not None:
-            lines.append(f"  tuned/default requests answered without error, per second: {_times(ratio)} "
-                         f"({_fmt_rate(served_well['tuned'])} vs {_fmt_rate(served_well['default'])})")
+            lines.append(f"  tuned/default requests answered without error, per second: {times(ratio)} "
+                         f"({rate(served_well['tuned'])} vs {rate(served_well['default'])})")
     else:
         ratio = _ratio((loads.get("tuned") or {}).get("throughput_rps"),
                        (loads.get("default") or {}).get("throughput_rps"))
         if ratio is not None:
-            lines.append(f"  tuned/default throughput: {_times(ratio)}")
+            lines.append(f"  tuned/default throughput: {times(ratio)}")
     return lines + _ending(summary)
 
 
@@ -83,9 +83,8 @@ def _ending(summary: dict) -> list[str]:
         how = "stopped by an error" if ended["how"] == "failed" else ended["how"]
         lines.append(f"  The run was {how} during {ended.get('during', '?')}"
                      + (f": {ended['error']}" if ended.get("error") else "") + "; the figures cover what it measured.")
-    verdict = summary.get("verdict") or {}
-    if verdict:
-        lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
+    if summary.get("verdict"):
+        lines.append(_verdict_line(summary))
     if run.get("backend") not in (None, "local") and run.get("backend_note"):    # local: the verdict says it
         lines.append(f"  Backend: {run['backend_note']}.")
     lines.append("  One trial: the ratio carries no interval of its own (--repeat N gives one).")
@@ -105,8 +104,8 @@ def interval_text(row: dict) -> str:
     if row.get("ratio") is None:
         return "no ratio" + (f" ({row['note']})" if row.get("note") else "")
     if row.get("low") is None:
-        return f"{_times(row['ratio'])} ({row.get('note') or 'no interval'})"
-    return (f"{_times(row['ratio'])} (95% interval {_times(row['low'])}-{_times(row['high'])}, "
+        return f"{times(row['ratio'])} ({row.get('note') or 'no interval'})"
+    return (f"{times(row['ratio'])} (95% interval {times(row['low'])}-{times(row['high'])}, "
             f"{row['trials']} trials" + (f"; {row['note']}" if row.get("note") else "") + ")")
 
 
@@ -119,8 +118,8 @@ def _repeated(summary: dict) -> list[str]:
         "steady state"
     lines = [f"Result ({len(trials)} trials, {run.get('schedule') or '?'}, {load}):"]
     for trial in trials:
-        lines.append(f"  trial {trial['number']}: default {_fmt_rate(trial.get('default_rps'))}, tuned "
-                     f"{_fmt_rate(trial.get('tuned_rps'))}" + (f"  ({trial['verdict']})" if trial.get("verdict") else ""))
+        lines.append(f"  trial {trial['number']}: default {rate(trial.get('default_rps'))}, tuned "
+                     f"{rate(trial.get('tuned_rps'))}" + (f"  ({trial['verdict']})" if trial.get("verdict") else ""))
     rows = {row["key"]: row for row in summary.get("comparison") or []}
     for key, label in (("capacity_rps", "capacity"), ("throughput_rps", "throughput"), ("p95_ms", "p95 latency")):
         if key in rows:
@@ -132,6 +131,10 @@ def _repeated(summary: dict) -> list[str]:
     if floor is not None:
         lines.append(f"  A/A noise floor (throughput): {floor:.1%}: on this host, a difference smaller than that "
                      "between two machines is not one the lab can see.")
-    verdict = summary.get("verdict") or {}
-    lines.append(f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}")
+    lines.append(_verdict_line(summary))
     return lines
+
+
+def _verdict_line(summary: dict) -> str:
+    verdict = summary.get("verdict") or {}
+    return f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}"

@@ -6,26 +6,11 @@ from pathlib import Path
 from lab.analysis.jmeter import ERROR_RATE_THRESHOLD
 from lab.analysis.numbers import clock, number
 from lab.analysis.numbers import ratio as _ratio
+from lab.analysis.text import mib, ms, pct, rate, times
 from lab.machines import MACHINES
 
 # A machine whose memory peaked above this share of its limit is one burst from the OOM killer.
 NEAR_LIMIT = 0.9
-
-
-def _pct(value: float | None, digits: int = 1) -> str:
-    return "?" if value is None else f"{value * 100:.{digits}f}%"
-
-
-def _ms(value) -> str:
-    return "?" if value is None else f"{value:,.0f} ms"
-
-
-def _mib(value) -> str:
-    return "?" if value is None else f"{value / 1048576:,.0f} MiB"
-
-
-def _times(ratio: float) -> str:
-    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.0f}x"
 
 
 def what_happened(summary: dict) -> list[str]:
@@ -56,18 +41,18 @@ def what_happened(summary: dict) -> list[str]:
     if ratio is not None:
         total = _ratio(t["all"]["samples"], d["all"]["samples"])
         sentences.append(
-            f"tuned served {_times(ratio)} the requests per second of default in the steady state "
-            f"({t['throughput_rps']:,.1f} vs {d['throughput_rps']:,.1f} req/s) at p95 {_ms(t['latency_ms']['p95'])} "
-            f"vs {_ms(d['latency_ms']['p95'])}"
-            + (f"; {_times(total)} the requests over the whole run ({t['all']['samples']:,} vs "
+            f"tuned served {times(ratio)} the requests per second of default in the steady state "
+            f"({t['throughput_rps']:,.1f} vs {d['throughput_rps']:,.1f} req/s) at p95 {ms(t['latency_ms']['p95'])} "
+            f"vs {ms(d['latency_ms']['p95'])}"
+            + (f"; {times(total)} the requests over the whole run ({t['all']['samples']:,} vs "
                f"{d['all']['samples']:,})." if total is not None else "."))
     for machine, load in loaded.items():
         if ratio is None or machine not in ("default", "tuned"):
             window = load["window"]
             steady = (f"no steady state ({window.get('note', '').removeprefix('no steady state: ')}); over the whole "
-                      f"run {_fmt_rate(load['all']['throughput_rps'])}, p95 {_ms(load['all']['latency_ms']['p95'])}"
+                      f"run {rate(load['all']['throughput_rps'])}, p95 {ms(load['all']['latency_ms']['p95'])}"
                       if window.get("settled") is False or window["duration_s"] <= 0 else
-                      f"{_fmt_rate(load['throughput_rps'])} in the steady state, p95 {_ms(load['latency_ms']['p95'])}")
+                      f"{rate(load['throughput_rps'])} in the steady state, p95 {ms(load['latency_ms']['p95'])}")
             sentences.append(f"{machine} served {load['all']['samples']:,} requests: {steady}.")
         first = load.get("first_error")
         if not first:
@@ -77,7 +62,7 @@ def what_happened(summary: dict) -> list[str]:
         if threshold["crossed_at_s"] is not None:
             start = threshold["crossed_at_s"]
             text = (f"{machine}: error rate passed {ERROR_RATE_THRESHOLD:.0%} at {clock(start)} "
-                    f"({_pct(threshold['bucket_error_rate'])} of the {threshold['bucket_samples']:,} requests that "
+                    f"({pct(threshold['bucket_error_rate'])} of the {threshold['bucket_samples']:,} requests that "
                     f"ended in {clock(start)}–{clock(start + threshold['bucket_s'])}; above {ERROR_RATE_THRESHOLD:.0%} "
                     f"in {threshold['buckets_above']} of {threshold['buckets']} {threshold['bucket_s']}-s windows)")
         else:
@@ -89,7 +74,7 @@ def what_happened(summary: dict) -> list[str]:
         by_kind = (": " + ", ".join(f"{k['error']} ({k['count']:,})" for k in kinds[:3])
                    + (", …" if len(kinds) > 3 else "")) if len(kinds) > 1 else ""
         text += (f"; first error at {clock(first['at_s'])}: {first['label']}{users}; "
-                 f"{load['all']['errors']:,} errors in all ({_pct(load['all']['error_rate'], 2)} of "
+                 f"{load['all']['errors']:,} errors in all ({pct(load['all']['error_rate'], 2)} of "
                  f"{load['all']['samples']:,} requests){by_kind}.")
         sentences.append(text)
     # GC
@@ -99,7 +84,7 @@ def what_happened(summary: dict) -> list[str]:
             sentences.append(
                 f"{machine} spent {gc['time_in_gc_pct']:.1f}% of its time in GC pauses "
                 f"({gc.get('collector') or 'collector unknown'}: {gc['pause_count']:,} pauses, "
-                f"{gc['pause_total_s']:.2f} s in all, longest {_ms(gc['pause_max_ms'])}"
+                f"{gc['pause_total_s']:.2f} s in all, longest {ms(gc['pause_max_ms'])}"
                 + (f", {gc['full_gc_count']} full" if gc.get("full_gc_count") else "") + f"; {gc['scope']})."
                 + _lone_pause(gc))
         elif gc and gc.get("scope"):
@@ -109,8 +94,8 @@ def what_happened(summary: dict) -> list[str]:
         peak = (entry.get("memory") or {}).get("peak_bytes")
         if peak is not None:
             limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
-            sentences.append(f"{machine} peaked at {_mib(peak)} of memory"
-                             + (f", {peak / limit:.0%} of its {_mib(limit)} limit" if limit else "")
+            sentences.append(f"{machine} peaked at {mib(peak)} of memory"
+                             + (f", {peak / limit:.0%} of its {mib(limit)} limit" if limit else "")
                              + f" ({entry['memory']['source']})."
                              + (f" That is within {1 - NEAR_LIMIT:.0%} of the limit: a little more load, or a burst, "
                                 "and the kernel's OOM killer ends the largest process, the JVM."
@@ -148,10 +133,8 @@ def _lone_pause(gc: dict) -> str:
     if longest is None or not p99 or gc.get("pause_count", 0) < LONE_PAUSE_MIN_COUNT \
             or longest < LONE_PAUSE_FACTOR * p99:
         return ""
-    return (f" Its longest pause ({_ms(longest)}) stands alone: {longest / p99:.1f} times the 99th percentile of "
-            f"the others ({_ms(p99)}); one pause, not a pattern.")
+    return (f" Its longest pause ({ms(longest)}) stands alone: {longest / p99:.1f} times the 99th percentile of "
+            f"the others ({ms(p99)}); one pause, not a pattern.")
 
 
-def _fmt_rate(value) -> str:
-    return "? req/s" if value is None else f"{value:,.1f} req/s"
 

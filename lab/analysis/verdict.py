@@ -18,7 +18,8 @@ from pathlib import Path
 
 from lab.analysis import loadgen
 from lab.analysis.numbers import clock, number
-from lab.analysis.prose import NEAR_LIMIT, _mib
+from lab.analysis.prose import NEAR_LIMIT
+from lab.analysis.text import mib
 from lab.machines import MACHINES
 from lab.placement import LOADGEN, parse_cpulist
 
@@ -116,10 +117,10 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
         if peak / limit >= NEAR_LIMIT:
             findings.append({"kind": "memory-bound", "machine": name,
                              "figures": {"peak_bytes": peak, "limit_bytes": limit},
-                             "sentence": f"{name} peaked at {peak / limit:.0%} of its {_mib(limit)} memory limit: it "
+                             "sentence": f"{name} peaked at {peak / limit:.0%} of its {mib(limit)} memory limit: it "
                                          "held this load one burst from the OOM killer, so its figures hold only up "
                                          "to this load."})
         else:
-            checked.append(f"memory peak {peak / limit:.0%} of {_mib(limit)}")
+            checked.append(f"memory peak {peak / limit:.0%} of {mib(limit)}")
     return {"verdict": findings[0]["kind"] if findings else ("unknown" if unchecked else "valid"),
             "findings": findings, "checked": checked, "unchecked": unchecked}

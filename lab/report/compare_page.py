@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from lab.analysis.compare import compare
-from lab.analysis.headline import _times
+from lab.analysis.text import times
 from lab.report.page import environment
 from lab.runfolder import RUNS, RunFolder
 
@@ -34,10 +34,10 @@ def lines(result: dict) -> list[str]:
     for row in result["rows"]:
         if row["key"] not in HEADLINE_KEYS:
             continue
-        interval = f" (95% interval {_times(row['low'])}-{_times(row['high'])})" if row["low"] is not None else ""
+        interval = f" (95% interval {times(row['low'])}-{times(row['high'])})" if row["low"] is not None else ""
         shown = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
         out.append(f"  {row['of']:<8} {row['key']:<18} A {shown(row['a']):>9}   B {shown(row['b']):>9}   "
-                   f"B/A {_times(row['b_over_a']) if row['b_over_a'] is not None else '-'}{interval}")
+                   f"B/A {times(row['b_over_a']) if row['b_over_a'] is not None else '-'}{interval}")
     if result["knobs"]:
         out.append(f"  {len(result['knobs'])} knob(s) differ between the runs: "
                    + ", ".join(f"{k['machine']}.{k['variable']}" for k in result["knobs"][:6])
