@@ -19,7 +19,9 @@ SHIPPED = sorted((REPO / "jmeter" / "scenarios").glob("*.yaml"))
 
 
 def test_the_shipped_scenarios_load_and_the_readme_names_each():
-    assert {p.stem for p in SHIPPED} >= {"soak", "stress-300", "stress-600", "burst", "capacity", "quick-gate"}
+    assert {p.stem for p in SHIPPED} >= {"soak", "stress-300", "stress-600", "burst", "capacity", "quick-gate", "2018"}
+    original = scenario.load(REPO / "jmeter" / "scenarios" / "2018.yaml").profile
+    assert (original.keep_alive, original.connect_timeout_ms, original.response_timeout_ms) == (False, 10000, 10000)
     readme = (REPO / "README.md").read_text()
     for path in SHIPPED:
         loaded = scenario.load(path)

@@ -22,7 +22,7 @@ class LoadProfile:
     think_ms: int = 0                   # pause after each request, per user
     connect_timeout_ms: int = 30000     # = HTTPD Timeout/ProxyTimeout and Tomcat connectionTimeout (30 s)
     response_timeout_ms: int = 60000    # > the proxy's 30 s, so proxy errors surface before the client gives up
-    keep_alive: bool = True             # as the write-up's JMeter (HttpClient4, "Use KeepAlive")
+    keep_alive: bool = True             # as API clients do (the 2018 plan had it off: jmeter/scenarios/2018.yaml)
 
     def __post_init__(self) -> None:
         for name in ("users", "ramp_s", "duration_s", "think_ms", "connect_timeout_ms", "response_timeout_ms"):
