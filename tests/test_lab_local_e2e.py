@@ -155,6 +155,19 @@ def test_httpd_names_no_version_and_refuses_trace(status, machine):
         connection.close()
 
 
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_httpds_access_log_goes_through_rotatelogs(status, machine):
+    # 48 MB a run otherwise: HTTPD pipes it to rotatelogs, which keeps 3 files of at most 10 MB.
+    processes = subprocess.run(["ps", "-eo", "user,args"], capture_output=True, text=True, check=True).stdout
+    logger = [line for line in processes.splitlines()
+              if re.search(rf"rotatelogs -n 3 \S*/machines/{machine}/httpd/logs/access\.log 10M$", line)]
+    assert len(logger) == 1 and logger[0].split()[0] == "camellab", logger
+    log = Path(logger[0].split()[-2])
+    before = log.stat().st_size if log.exists() else 0
+    assert http_get(status["machines"][machine]["url"], timeout=30)[0] == 200
+    wait_for(lambda: log.exists() and log.stat().st_size > before, timeout=10, what="a line in the access log")
+
+
 def test_pmcd_waits_for_an_agent_that_starts_slowly(status, tmp_path):
     # In an emulated VM the Python openmetrics agent answered pmcd later than PCP's default 3 s, and
     # pmcd dropped it for good. Here: the role's own pmcd command line, on a port, socket, log and
