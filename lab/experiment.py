@@ -169,7 +169,9 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
                                                "machines": setup.observed})
         folder.write_json(folder.knobs_json, setup.knobs)
         measured.phase = "starting PCP's logger"
-        _measure(backend, setup.profile, setup.schedule, setup.wiring, folder, measured, order)
+        _measure(backend, setup.profile, setup.schedule, setup.wiring, folder, measured, order,
+                 # JMeter on CPUs of its own when the placement gives it some (taskset)
+                 setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None)
     except KeyboardInterrupt:
         measured.ended = {"how": "interrupted", "during": measured.phase}
     except (LabError, OSError) as error:    # OSError: a full disk, a file gone; a message, not a traceback
@@ -225,7 +227,7 @@ def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
 
 
 def _measure(backend: Backend, profile: load.Profile, schedule: str, wiring: dict, folder: RunFolder,
-             measured: _Measured, order: tuple[str, ...] = MACHINES) -> None:
+             measured: _Measured, order: tuple[str, ...] = MACHINES, loadgen_cpus: str | None = None) -> None:
     with step("Starting PCP's logger on both machines"):
         for name in MACHINES:
             measured.recording.append(name)
@@ -237,7 +239,7 @@ def _measure(backend: Backend, profile: load.Profile, schedule: str, wiring: dic
         try:
             measured.result = load.run({name: wiring[name].base_url for name in MACHINES}, profile,
                                        folder.jmeter.root, schedule=schedule, on_progress=load.print_progress,
-                                       path=wiring["default"].service_path, order=order)
+                                       path=wiring["default"].service_path, order=order, cpus=loadgen_cpus)
         finally:
             for name in list(measured.recording):
                 _stop_recording(backend, name, measured)
@@ -269,6 +271,7 @@ def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: Ru
         "backend_emulated": bool(getattr(backend, "emulated", False)),
         "schedule": schedule, "profile": {"model": profile.model, **asdict(profile)},
         "ended_early_s": result.ended_early if result else {},
+        "loadgen_cpus": result.loadgen_cpus if result else None,
         "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,
         "interrupted": measured.ended["how"] != "completed", "ended": measured.ended,

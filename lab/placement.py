@@ -2,8 +2,8 @@
 
 A side-by-side comparison is only fair when neither machine steals CPU time from the other or from JMeter,
 so plan() gives each machine CPUs of its own and JMeter the rest. A host too small for that shares all CPUs,
-and then the machines are loaded one after the other so that they never compete with each other. Nothing
-pins the machines yet: for_backend() says what a run really gets.
+and then the machines are loaded one after the other so that they never compete with each other.
+for_backend() says what a run really gets: the local backend pins what plan() offers, Vagrant does not.
 """
 from __future__ import annotations
 
@@ -89,14 +89,15 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
 
 def for_backend(backend: str, cpus: Sequence[int] | None = None) -> Placement:
     """The placement a run on this backend gets. The ssh backend's machines are hosts of their own; the local
-    and Vagrant ones share this host's CPUs, and are not pinned yet, so they share them whatever plan() offers."""
+    backend pins each machine to its CPUs (a cgroup cpuset) and JMeter to the rest (taskset) when plan() offers
+    CPUs of their own; the Vagrant VMs are not pinned, so they share this host's CPUs whatever plan() offers."""
     cpus = tuple(sorted(set(cpus if cpus is not None else host_cpus())))
     if backend == "ssh":
         return Placement(True, {LOADGEN: cpus}, "parallel", cpus,
                          f"the machines run on hosts of their own (ssh backend); JMeter on this host's CPUs "
                          f"{cpulist(cpus)}")
     offered = plan(cpus)
-    if not offered.dedicated:
+    if not offered.dedicated or backend == "local":
         return offered
     return Placement(False, {name: cpus for name in offered.cpus}, "sequential", cpus,
                      f"shared: the machines and JMeter share this host's CPUs {cpulist(cpus)} (the {backend} "

@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, Process, free_port, http_get, spawn
 
 sys.path.insert(0, str(REPO))
-from lab import load  # noqa: E402
+from lab import load, placement  # noqa: E402
 from lab.analysis import jmeter as jmeter_analysis  # noqa: E402
 from lab.analysis import loadgen  # noqa: E402
 from lab.errors import LabError  # noqa: E402
@@ -220,9 +220,13 @@ def test_sequential_load_runs_one_machine_after_the_other(processes, tmp_path: P
              "tuned": start_mock(processes, tmp_path / "mock-tuned")}
     seen: list[dict] = []
     out = tmp_path / "run"
+    pinned = placement.cpulist(placement.host_cpus()[-1:])
     result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()},
                       load.LoadProfile(users=2, ramp_s=2, duration_s=7, keep_alive=False), out, schedule="sequential",
-                      on_progress=seen.append, path="/data", order=("tuned", "default"))
+                      on_progress=seen.append, path="/data", order=("tuned", "default"), cpus=pinned)
+    # JMeter pinned to the CPUs asked for (the placement's, when it gives the load generator CPUs of its own)
+    assert result.loadgen_cpus == pinned
+    assert len(placement.host_cpus()) == 1 or pinned != placement.cpulist(placement.host_cpus())   # narrowed
 
     assert not result.interrupted and result.problems == []
     spans = {}

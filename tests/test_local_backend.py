@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from conftest import http_get, wait_for  # noqa: E402
+from lab import placement  # noqa: E402
 from lab.machines import local  # noqa: E402
 from lab.machines.local import LocalBackendError, Machine, lifecycle, network  # noqa: E402
 from lab.machines.local import machine as local_machine  # noqa: E402
@@ -159,6 +160,31 @@ def test_memory_limit_is_enforced_and_reported(make_machine) -> None:
     big = allocate(200)
     assert big.returncode == -signal.SIGKILL, big  # the OOM killer, not a MemoryError
     assert local.status(m)["supervisord"]["running"]
+
+
+def _allowed_cpus(m: Machine) -> str:
+    status = local.run_in(m, ["cat", "/proc/self/status"], capture_output=True, text=True, timeout=30).stdout
+    return next(line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+
+
+def test_machines_pinned_to_cpus_of_their_own_run_there_only(make_machine) -> None:
+    # This 2-CPU host is too small for the placement to pin the lab's machines; the mechanism works here all
+    # the same: one machine on CPU 0, the other on CPU 1, each process started inside confined to its CPU.
+    first, second = make_machine("t1", 201, cpuset=(0,)), make_machine("t2", 202, cpuset=(1,))
+    for m in (first, second):
+        local.up(m)
+    assert (_allowed_cpus(first), _allowed_cpus(second)) == ("0", "1")
+    assert (local.status(first)["cgroup"]["cpus"], local.status(second)["cgroup"]["cpus"]) == ("0", "1")
+    unpinned = make_machine("t3", 203)
+    local.up(unpinned)
+    assert _allowed_cpus(unpinned) == placement.cpulist(placement.host_cpus())
+    assert local.status(unpinned)["cgroup"]["cpus"] is None
+
+
+def test_a_cpu_the_host_does_not_have_is_refused(make_machine) -> None:
+    m = make_machine("t1", 201, cpuset=(4096,))
+    with pytest.raises(LocalBackendError, match="is to run on CPUs 4096, but"):
+        local.up(m)
 
 
 def test_jvm_inside_sees_the_machine_limits(make_machine) -> None:
@@ -330,7 +356,8 @@ def test_cgroup_v2_writes_against_a_fake_root(tmp_path: Path) -> None:
     launcher = network._launcher(m, cgroup, ["true"])
     assert f"echo $$ > {leaf / 'cgroup.procs'}" in launcher[2]
     st = local.status(m, cgroups=layout)
-    assert st["cgroup"] == {"version": 2, "paths": [str(leaf)], "memory_limit_bytes": 512 * MiB, "cpu_quota": 2.0}
+    assert st["cgroup"] == {"version": 2, "paths": [str(leaf)], "memory_limit_bytes": 512 * MiB, "cpu_quota": 2.0,
+                            "cpus": None}
 
     # As the kernel shows them once enabled: no rewrite. New limits are applied on the next create.
     (root / "cgroup.subtree_control").write_text("cpu memory\n")

@@ -138,8 +138,11 @@ def test_each_backend_gets_its_placement() -> None:
     # ssh: the machines are hosts of their own, so both are loaded at once from this host's JMeter
     remote = placement.for_backend("ssh", [0, 1])
     assert remote.dedicated and remote.schedule == "parallel" and remote.cpus == {placement.LOADGEN: (0, 1)}
-    # local and Vagrant share this host's CPUs until they pin them: sequential, even on a host plan() could split
-    for cpus in ([0, 1], list(range(8))):
-        shared = placement.for_backend("local", cpus)
+    # local pins what plan() offers (cpusets, taskset): dedicated and at once on 8 CPUs, shared and one after
+    # the other on 2; Vagrant does not pin its VMs: shared and sequential even where plan() could split
+    assert placement.for_backend("local", range(8)) == plan(range(8))
+    assert placement.for_backend("local", range(8)).dedicated
+    for backend, cpus in (("local", [0, 1]), ("vagrant", [0, 1]), ("vagrant", list(range(8)))):
+        shared = placement.for_backend(backend, cpus)
         assert not shared.dedicated and shared.schedule == "sequential"
         assert set(shared.cpus.values()) == {tuple(cpus)} and "shared" in shared.note

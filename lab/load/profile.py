@@ -87,4 +87,5 @@ class LoadResult:
     problems: list[str] = field(default_factory=list)   # what went wrong without stopping the run
     log: Path | None = None             # out_dir/jmeter.log
     ended_early: dict[str, float] = field(default_factory=dict)     # machine -> s: an open model's SLO missed
+    loadgen_cpus: str | None = None     # the CPUs JMeter could run on (a cpulist), as the kernel said
 

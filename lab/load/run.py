@@ -21,6 +21,7 @@ from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
 from lab.load.targets import _parse_targets, _Target
 from lab.machines import MACHINES
+from lab.placement import cpulist
 from lab.runfolder import JMeterFolder
 
 # Engine settings the lab relies on (also in the assembled bin/user.properties, see jmeter/pom.xml).
@@ -188,7 +189,7 @@ def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile
 def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path, schedule: str = "parallel",
         on_progress: Callable[[dict], None] | None = None, *, path: str,
         progress_interval_s: float = 5.0, allow_any_host: bool = False,
-        order: tuple[str, ...] | None = None) -> LoadResult:
+        order: tuple[str, ...] | None = None, cpus: str | None = None) -> LoadResult:
     """Load the machines with the plan, then build each machine's dashboard.
 
     targets: machine ("default"/"tuned") -> base URL (http://10.213.1.2); the request path is `path`
@@ -196,7 +197,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     "sequential": one machine after the other, each with the full profile. Ctrl-C or SIGTERM stops
     JMeter cleanly, keeps what it measured, still builds the dashboards and returns interrupted=True.
     order: the machines' order in the sequential schedule (default: default first), so repeated trials can
-    alternate it and drift favours neither machine.
+    alternate it and drift favours neither machine. cpus: a cpulist JMeter is pinned to (taskset), the CPUs the
+    placement gives the load generator; the affinity JMeter really had is in the result (loadgen_cpus).
     Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
@@ -226,6 +228,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
                 for t in parsed}
     planned_s = profile.duration_s * len(phases)
     problems: list[str] = []
+    affinity: list[str] = []                    # what each JMeter could run on, as the kernel says
     interrupted = False
     started_at, started = time.time(), time.monotonic()
 
@@ -238,7 +241,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
         for phase in phases:
             try:
                 complete = _run_phase(java, jar, phase, profile, out, len(phases) > 1, progress, report,
-                                      progress_interval_s, problems, sampler)
+                                      progress_interval_s, problems, sampler, cpus, affinity)
             except KeyboardInterrupt:
                 interrupted = True
                 break
@@ -251,18 +254,22 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
             interrupted = True
     return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
                       ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log,
-                      ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None})
+                      ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None},
+                      loadgen_cpus=affinity[0] if len(set(affinity)) == 1 else ",".join(affinity) or None)
 
 
 def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile | StepLoad, out: JMeterFolder,
                own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
-               interval_s: float, problems: list[str], sampler: CpuSampler) -> bool:
+               interval_s: float, problems: list[str], sampler: CpuSampler, cpus: str | None,
+               affinity: list[str]) -> bool:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
     False if JMeter was killed by a signal the lab did not send (the kernel's OOM killer sends SIGKILL)."""
     udp_port = _free_udp_port()
     log = out.log
     phase_log = out.phase_log(phase[0].machine) if own_log else log
     command = _jmeter_command(java, jar, phase_log, udp_port, profile, phase, phase[0].path, out)
+    if cpus:
+        command = ["taskset", "--cpu-list", cpus, *command]     # it sets the affinity, then execs JMeter
     popen = None
     machines = [progress[t.machine] for t in phase]
     # Bounded whatever happens: the plan stops itself at duration_s; past that plus the longest sample
@@ -278,9 +285,12 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile 
         for machine in machines:
             machine.start(now)
         next_report = now + interval_s
+        observed = None
         while popen.poll() is None:
             time.sleep(0.2)
             sampler.sample(popen.pid)
+            if observed is None and (observed := _affinity(popen.pid)) is not None:
+                affinity.append(observed)
             now = time.monotonic()
             if now - machines[0].started > overrun_s:
                 problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")
@@ -321,6 +331,14 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile 
                         "(SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
         return False
     return True
+
+
+def _affinity(pid: int) -> str | None:
+    """The CPUs JMeter may run on, as a cpulist (taskset has set them 0.2 s after the start), None if gone."""
+    try:
+        return cpulist(os.sched_getaffinity(pid))
+    except OSError:
+        return None
 
 
 def _killed_by(returncode: int | None) -> str | None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from lab import placement
 from lab.hostlab import remove_if_empty
-from lab.machines import manifest
+from lab.machines import MACHINES, manifest
 from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
 from lab.machines.local.machine import machines
 from lab.machines.local.network import run_in
@@ -24,7 +25,9 @@ class LocalBackend:
                       "512 MiB and 2 CPUs by a cgroup, but they compete for the same physical CPUs")
 
     def __init__(self, root: Path = LOCAL_ROOT) -> None:
-        self.machines = machines(root)
+        # CPUs of their own when the host has enough (lab/placement.py), else the machines share them.
+        where = placement.for_backend(self.name)
+        self.machines = machines(root, {name: where.cpus[name] for name in MACHINES} if where.dedicated else None)
 
     def up(self) -> None:
         for machine in self.machines.values():

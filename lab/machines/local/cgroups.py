@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.machines.local.machine import CGROUP_ROOT, CPU_PERIOD_US, MOUNTS_FILE, LocalBackendError, Machine
+from lab.placement import cpulist, host_cpus, parse_cpulist
 
-_V1_CONTROLLERS = ("memory", "cpu", "cpuacct")
+_V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "cpuset")
 _UNLIMITED_V1 = 1 << 62  # v1 reports "no limit" as a page-rounded LONG_MAX
 
 
@@ -94,7 +95,12 @@ class Cgroup:
 
     # -- where
     def _v1_dirs(self) -> dict[str, Path]:
-        return {controller: mount / self.machine.cgroup_name for controller, mount in self.layout.v1_mounts.items()}
+        """Its directory in each v1 hierarchy; the cpuset one only when pinned (or left by a pinned machine):
+        a v1 cpuset takes no process before its CPUs are set."""
+        dirs = {controller: mount / self.machine.cgroup_name for controller, mount in self.layout.v1_mounts.items()}
+        if "cpuset" in dirs and not self.machine.cpuset and not dirs["cpuset"].is_dir():
+            del dirs["cpuset"]
+        return dirs
 
     @property
     def paths(self) -> list[Path]:
@@ -155,6 +161,27 @@ class Cgroup:
         if cpu is not None:
             _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(cpu / "cpu.cfs_quota_us", str(m.cpu_quota_us))
+        if m.cpuset:
+            mount = self.layout.v1_mounts.get("cpuset")
+            if mount is None:
+                raise LocalBackendError(f"machine {m.name} is to run on CPUs {cpulist(m.cpuset)}, but this host "
+                                        "mounts no v1 cpuset controller")
+            self._check_cpus(_read(mount / "cpuset.effective_cpus") or _read(mount / "cpuset.cpus") or "")
+            # A new v1 cpuset has no CPUs and no memory nodes, and takes no process until it has both: the
+            # prefix gets the root's (both machines fit in it), the leaf its own CPUs and the prefix's nodes.
+            prefix, leaf = mount / m.prefix, mount / m.cgroup_name
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if not _read(prefix / name):
+                    _write(prefix / name, _read(mount / name) or "")
+            _write(leaf / "cpuset.cpus", cpulist(m.cpuset))
+            if not _read(leaf / "cpuset.mems"):
+                _write(leaf / "cpuset.mems", _read(prefix / "cpuset.mems") or "")
+
+    def _check_cpus(self, offered: str) -> None:
+        missing = sorted(set(self.machine.cpuset) - set(parse_cpulist(offered)))
+        if missing:
+            raise LocalBackendError(f"machine {self.machine.name} is to run on CPUs {cpulist(self.machine.cpuset)}, "
+                                    f"but this host's cgroups offer {offered or 'none'}")
 
     def _create_v2(self) -> None:
         m, root = self.machine, self.layout.root
@@ -163,6 +190,12 @@ class Cgroup:
                 f"cgroup v2 at {root} offers no memory controller (cgroup.controllers: "
                 f"{' '.join(sorted(self.layout.controllers)) or 'empty'}): enable it in the parent cgroup")
         wanted = [c for c in ("memory", "cpu") if c in self.layout.controllers]
+        if m.cpuset:
+            if "cpuset" not in self.layout.controllers:
+                raise LocalBackendError(f"machine {m.name} is to run on CPUs {cpulist(m.cpuset)}, but cgroup v2 at "
+                                        f"{root} offers no cpuset controller")
+            self._check_cpus(_read(root / "cpuset.cpus.effective") or cpulist(host_cpus()))
+            wanted.append("cpuset")
         parent = root / m.prefix
         leaf = root / m.cgroup_name
         for cgroup in (root, parent):
@@ -196,6 +229,8 @@ class Cgroup:
             pass
         if "cpu" in wanted:
             _write(leaf / "cpu.max", f"{m.cpu_quota_us} {CPU_PERIOD_US}")
+        if m.cpuset:
+            _write(leaf / "cpuset.cpus", cpulist(m.cpuset))
 
     # -- read
     def memory_limit_bytes(self) -> int | None:
@@ -219,6 +254,13 @@ class Cgroup:
         if not quota or not period or int(quota) < 0:
             return None
         return int(quota) / int(period)
+
+    def cpuset(self) -> str | None:
+        """The CPUs the machine may run on, as its cpuset says (None when it has none of its own)."""
+        if self.layout.version == 2:
+            return _read(self.paths[0] / "cpuset.cpus") or None
+        path = self._v1_dirs().get("cpuset")
+        return _read(path / "cpuset.cpus") if path is not None else None
 
     def pids(self) -> set[int]:
         found: set[int] = set()

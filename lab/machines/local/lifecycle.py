@@ -205,6 +205,7 @@ def status(m: Machine, *, cgroups: CgroupLayout | None = None) -> dict:
             "paths": [str(path) for path in cgroup.paths if path.is_dir()],
             "memory_limit_bytes": cgroup.memory_limit_bytes() if exists else None,
             "cpu_quota": cgroup.cpu_quota() if exists else None,
+            "cpus": cgroup.cpuset() if exists else None,
         },
         "supervisord": {"running": pid is not None, "pid": pid},
         "programs": programs,

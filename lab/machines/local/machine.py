@@ -58,6 +58,7 @@ class Machine:
     memory_mb: int = 512
     cpus: float = 2.0
     prefix: str = "ctlab"
+    cpuset: tuple[int, ...] = ()            # CPUs of its own (a cpuset), when the placement gives it some
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -136,10 +137,11 @@ class Machine:
         return int(round(self.cpus * CPU_PERIOD_US))
 
 
-def machines(root: Path) -> dict[str, Machine]:
-    """The lab's two machines, under ``root/machines/<name>``."""
+def machines(root: Path, cpusets: dict[str, tuple[int, ...]] | None = None) -> dict[str, Machine]:
+    """The lab's two machines, under ``root/machines/<name>``, each pinned to its CPUs in cpusets if any."""
     root = Path(root)
-    return {name: Machine(name, index, root / "machines" / name) for index, name in enumerate(MACHINES, start=1)}
+    return {name: Machine(name, index, root / "machines" / name, cpuset=tuple((cpusets or {}).get(name, ())))
+            for index, name in enumerate(MACHINES, start=1)}
 
 
 
