@@ -398,3 +398,20 @@ def test_cgroup_v1_layout_from_mounts(tmp_path: Path) -> None:
     mounts.write_text("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n")
     with pytest.raises(LocalBackendError, match="no cgroup memory controller available"):
         local.detect_cgroups(tmp_path / "no-v2-here", mounts_file=mounts)
+
+
+@pytest.mark.fast
+def test_cgroup_v2_pins_a_machine_to_its_cpus(tmp_path: Path) -> None:
+    root = fake_v2(tmp_path / "cgroup", controllers="cpuset cpu io memory pids")
+    (root / "cpuset.cpus.effective").write_text("0-3\n")
+    layout = local.detect_cgroups(root, mounts_file=tmp_path / "no-mounts")
+    pinned = local.Cgroup(Machine("t1", 201, tmp_path / "m", prefix=PREFIX, cpuset=(2, 3)), layout)
+    pinned.create()
+    assert (root / "cgroup.subtree_control").read_text() == "+memory +cpu +cpuset"
+    assert (root / "ctlt" / "t1" / "cpuset.cpus").read_text() == "2-3" and pinned.cpuset() == "2-3"
+    with pytest.raises(LocalBackendError, match="is to run on CPUs 7, but this host's cgroups offer 0-3"):
+        local.Cgroup(Machine("t2", 202, tmp_path / "m2", prefix=PREFIX, cpuset=(7,)), layout).create()
+    no_cpuset = local.detect_cgroups(fake_v2(tmp_path / "other", controllers="cpu io memory pids"),
+                                     mounts_file=tmp_path / "no-mounts")
+    with pytest.raises(LocalBackendError, match="offers no cpuset controller"):
+        local.Cgroup(Machine("t3", 203, tmp_path / "m3", prefix=PREFIX, cpuset=(0,)), no_cpuset).create()
