@@ -384,11 +384,11 @@ def test_a_quick_capacity_run_finds_each_machines_capacity(quick_run):
         assert found["found"] and found["capacity_rps"] is not None, found
         assert found["knee_rps"] > found["capacity_rps"] and found["broke"]
         # JMeter's open model makes rate x length requests arrive in each step, spread over the step: the first
-        # step's arrivals (by start) span about one step length
+        # step's arrivals (by start) span about one step length (less what JMeter catches up at its start)
         starts = sorted(int(row.split(",", 1)[0]) for row in
                         (run_dir / "jmeter" / machine / "results.csv").read_text().splitlines()[1:] if row)
         first = starts[:steps[0]["rate_rps"] * run["profile"]["step_s"]]
-        assert 0.8 * run["profile"]["step_s"] <= (first[-1] - first[0]) / 1000 <= 1.2 * run["profile"]["step_s"]
+        assert 0.6 * run["profile"]["step_s"] <= (first[-1] - first[0]) / 1000 <= 1.2 * run["profile"]["step_s"]
         assert sum(s["samples"] for s in steps) <= len(starts)
         assert any(s["met"] for s in steps) and any(s["met"] is False for s in steps)
         assert found["at_knee"]["memory_pss_peak_bytes"] > 0 and found["at_knee"]["tomcat_busy_peak"] is not None
