@@ -57,6 +57,7 @@ def steps(tmp_path: Path, monkeypatch) -> dict:
 
     def run_load(targets, profile, out, **kwargs):
         calls["schedule"] = kwargs.get("schedule")
+        calls["loadgen_cpus"] = kwargs.get("cpus")
         calls.setdefault("orders", []).append(kwargs.get("order"))
         maybe_fail("load")
         return load.LoadResult(results={}, dashboards={}, interrupted=False, started_at=1.0, ended_at=2.0,
@@ -91,13 +92,21 @@ def test_a_complete_run_says_so(steps):
 
 
 def test_without_a_schedule_the_placement_chooses_it(steps, monkeypatch, capsys):
-    # this host's CPUs, whatever they are: the local backend shares them, so one machine after the other
+    # a host of 16 CPUs: the local backend pins each machine to 2 and JMeter to the rest, so both at once
     monkeypatch.setattr(placement, "host_cpus", lambda: tuple(range(16)))
     assert experiment.run(FakeBackend(), load.QUICK) == 0
     placed = _run_json(steps)["placement"]
-    assert steps["schedule"] == _run_json(steps)["schedule"] == placed["schedule"] == "sequential"
-    assert placed["schedule_from"] == "the placement" and placed["host_cpus"] == "0-15" and not placed["dedicated"]
-    assert "placement: shared: the machines and JMeter share this host's CPUs 0-15" in capsys.readouterr().err
+    assert steps["schedule"] == _run_json(steps)["schedule"] == placed["schedule"] == "parallel"
+    assert placed["schedule_from"] == "the placement" and placed["host_cpus"] == "0-15" and placed["dedicated"]
+    assert steps["loadgen_cpus"] == placed["cpus"]["loadgen"] == "4-15"           # JMeter pinned there
+    assert "placement: dedicated: default on CPUs 0-1, tuned on 2-3, JMeter on 4-15" in capsys.readouterr().err
+    # a host of 2: they share them, so one machine after the other, and JMeter is not pinned
+    monkeypatch.setattr(placement, "host_cpus", lambda: (0, 1))
+    assert experiment.run(FakeBackend(), load.QUICK) == 0
+    placed = _run_json(steps)["placement"]
+    assert steps["schedule"] == placed["schedule"] == "sequential" and not placed["dedicated"]
+    assert steps["loadgen_cpus"] is None
+    assert "placement: shared: this host has 2 CPUs" in capsys.readouterr().err
     # asked for: as asked, and the placement still says what it could not isolate
     assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 0
     assert steps["schedule"] == _run_json(steps)["schedule"] == "parallel"
