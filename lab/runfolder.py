@@ -49,6 +49,11 @@ class JMeterFolder:
         """The host's and JMeter's CPU counters during the load (lab/load/cpu.py)."""
         return self.root / "loadgen.csv"
 
+    @property
+    def open_plan(self) -> Path:
+        """A capacity run's plan: the lab's plan with open-model thread groups (lab/load/openmodel.py)."""
+        return self.root / "open-model.jmx"
+
     def machine_dir(self, machine: str) -> Path:
         return self.root / machine
 

@@ -55,6 +55,15 @@ def test_the_open_plan_is_the_labs_plan_with_open_model_groups(tmp_path):
         assert [ET.tostring(e) for e in plan.iter(tag)] == [ET.tostring(e) for e in closed.iter(tag)]
 
 
+def test_a_capacity_run_keeps_the_plan_it_ran_in_its_folder(tmp_path):
+    from lab.load import run as load_run
+    from lab.runfolder import JMeterFolder
+    folder = JMeterFolder(tmp_path / "jmeter")
+    assert load_run._plan(STEPS, folder) == folder.open_plan and folder.open_plan.is_file()
+    assert ET.parse(folder.open_plan).getroot().find(".//OpenModelThreadGroup") is not None
+    assert load_run._plan(cli.load.QUICK, folder) == PLAN                 # a closed model runs the lab's own
+
+
 def _write_results(path: Path, steps: list[tuple[int, int, float, int]]) -> None:
     """A results CSV: per step (arrivals, typical ms, error fraction, slow ms every 50th), Poisson-like starts."""
     rng = random.Random(7)

@@ -99,7 +99,7 @@ def _kill(popen: subprocess.Popen) -> None:
 
 def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder) -> Path:
     """The plan this profile runs: the lab's, or for an open model the lab's made open, kept in the run."""
-    return open_plan(PLAN, folder.root / "open-model.jmx") if isinstance(profile, StepLoad) else PLAN
+    return open_plan(PLAN, folder.open_plan) if isinstance(profile, StepLoad) else PLAN
 
 
 def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: LoadProfile | StepLoad,
