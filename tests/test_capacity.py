@@ -56,8 +56,10 @@ def test_the_open_plan_is_the_labs_plan_with_open_model_groups(tmp_path):
 
 
 def test_a_capacity_run_keeps_the_plan_it_ran_in_its_folder(tmp_path):
-    from lab.load import run as load_run
+    import importlib
+
     from lab.runfolder import JMeterFolder
+    load_run = importlib.import_module("lab.load.run")          # the module, not lab.load's run()
     folder = JMeterFolder(tmp_path / "jmeter")
     assert load_run._plan(STEPS, folder) == folder.open_plan and folder.open_plan.is_file()
     assert ET.parse(folder.open_plan).getroot().find(".//OpenModelThreadGroup") is not None
