@@ -94,6 +94,7 @@ def test_capacity_is_the_last_rate_that_met_the_slo_before_two_misses(tmp_path):
     assert [s["met"] for s in found["steps"]] == [True, True, True, False, False, False]
     assert found["capacity_rps"] == 300 and found["knee_rps"] == 400 and found["found"]
     assert found["steps"][3]["p99_ms"] == 2500
+    assert found["steps"][1]["arrived_rps"] == pytest.approx(200, rel=0.01)        # over its arrivals' span
     assert "p99 2500 ms (SLO 1000 ms)" in found["broke"]
     assert capacity.compare({"default": found, "tuned": {**found, "capacity_rps": 450}})["ratio"] == 1.5
 

@@ -20,7 +20,8 @@ from lab.analysis.jmeter import Samples, _error_label
 from lab.analysis.numbers import percentile
 from lab.load.openmodel import Slo, StepLoad
 
-BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts); p99 as JMeter "
+BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts), its rates over "
+         "the span of those starts; p99 as JMeter "
          "computes it, failed requests included; capacity: the highest rate that met the SLO before "
          "consecutive steps missed it")
 
@@ -56,9 +57,12 @@ def _step(samples: Samples, members: list[int], number: int, rate: int, load: St
     error_rate = len(failed) / len(members)
     p99 = percentile(elapsed, 99)
     kinds = Counter(_error_label(samples.code[i], samples.message[i]) for i in failed)
+    # Over the span of its arrivals as JMeter sent them: a load generator that fell behind shows here.
+    starts = [samples.start[i] for i in members]
+    span_s = (max(starts) - min(starts)) / 1000.0 if len(members) > 1 and max(starts) > min(starts) else load.step_s
     return {"step": number + 1, "rate_rps": rate, "start_s": round(start_s, 3), "partial": partial,
-            "arrived_rps": round(len(members) / load.step_s, 3),
-            "answered_rps": round((len(members) - len(failed)) / load.step_s, 3),
+            "arrived_rps": round(len(members) / span_s, 3), "span_s": round(span_s, 3),
+            "answered_rps": round((len(members) - len(failed)) / span_s, 3),
             "samples": len(members), "errors": len(failed), "error_rate": round(error_rate, 6),
             "p50_ms": percentile(elapsed, 50), "p95_ms": percentile(elapsed, 95), "p99_ms": p99,
             "max_ms": elapsed[-1], "max_in_flight": max(samples.threads[i] for i in members),
