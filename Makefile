@@ -13,7 +13,7 @@ check:
 	$(MAKE) --no-print-directory lint test-fast
 
 lint:
-	$(PYTHON) -m ruff check lab tests mock-service
+	$(PYTHON) -m ruff check lab tests mock-service tools
 
 test-fast:
 	$(PYTHON) -m pytest -m fast -q
@@ -35,7 +35,7 @@ test-app: deps $(TCNATIVE)
 # The jar as a process, behind a real HTTPD, with the real mock backend.
 test-integration: deps $(TCNATIVE)
 	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest tests --durations=20
 
 # Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~40 min).
 test-vagrant: deps

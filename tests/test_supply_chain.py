@@ -1,15 +1,25 @@
 """What the lab downloads is what was pinned: the Maven wrapper checks the distribution's SHA-256
-(distributionSha256Sum, taken from Maven Central's published checksum) before using it."""
+(distributionSha256Sum, taken from Maven Central's published checksum) before using it; every Python
+package is locked with its hashes; Ansible is ansible-core plus only the collections the roles use."""
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
+import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+
+_spec = importlib.util.spec_from_file_location("install_collections", REPO / "tools" / "install_collections.py")
+install_collections = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install_collections)
 
 PROPERTIES = Path(".mvn") / "wrapper" / "maven-wrapper.properties"
 
@@ -104,3 +114,102 @@ def test_install_deps_stops_when_apt_fails(tmp_path):
                             env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"})
     assert result.returncode == 100, result.stderr
     assert "E: Unable to locate package openjdk" in result.stderr
+
+
+LOCKS = [REPO / "requirements.txt", REPO / "requirements-dev.txt", REPO / "mock-service" / "requirements.txt"]
+
+
+def _locked(lock: Path) -> dict[str, tuple[str, int]]:
+    """{name: (version, number of hashes)} of a pip-compile lock; fails on an entry without ==."""
+    entries: dict[str, tuple[str, int]] = {}
+    for block in re.split(r"\n(?=\S)", lock.read_text()):
+        first = block.split("\\")[0].strip()
+        if not first or first.startswith(("#", "-")):
+            continue
+        name, _, version = first.partition("==")
+        assert version, f"{lock.name}: {first!r} is not pinned to one version"
+        entries[re.sub(r"[-_.]+", "-", name.lower())] = (version.strip(), block.count("--hash=sha256:"))
+    return entries
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda path: str(path.relative_to(REPO)))
+def test_every_python_package_is_pinned_with_its_hashes(lock: Path) -> None:
+    locked = _locked(lock)
+    assert locked and all(hashes for _, hashes in locked.values()), \
+        [name for name, (_, hashes) in locked.items() if not hashes]
+    # What the .in file asks for is what the lock holds (the lock was compiled from it, not edited).
+    for line in lock.with_suffix(".in").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = (part.strip() for part in line.split("=="))
+            assert locked[re.sub(r"[-_.]+", "-", name.lower())][0] == version, f"{lock.name}: {name}"
+
+
+@pytest.mark.fast
+def test_the_test_suites_lock_keeps_the_labs_versions() -> None:
+    lab, dev = _locked(LOCKS[0]), _locked(LOCKS[1])
+    assert {name: lab[name][0] for name in lab.keys() & dev.keys()} == \
+        {name: dev[name][0] for name in lab.keys() & dev.keys()}
+
+
+@pytest.mark.fast
+def test_ansible_core_and_only_the_collections_the_roles_use() -> None:
+    wanted = install_collections.wanted()
+    # Every collection module a role, playbook or handler names is from a listed collection, and every
+    # listed collection is used.
+    used = set()
+    for path in (REPO / "ansible").rglob("*.yml"):
+        used |= set(re.findall(r"^\s*-?\s*((?!ansible\.builtin)[a-z_]+\.[a-z_]+)\.[a-z_]+:\s*$", path.read_text(), re.M))
+    assert used == set(wanted), used
+    # The venv has ansible-core and those collections, at their versions; not the bundle.
+    site = Path(sysconfig.get_paths(vars={"base": str(REPO / ".venv"), "platbase": str(REPO / ".venv")})["purelib"])
+    installed = {f"{ns.name}.{c.name}" for ns in (site / "ansible_collections").iterdir() if ns.is_dir()
+                 for c in ns.iterdir() if c.is_dir()}
+    assert installed == set(wanted)
+    for name, version in wanted.items():
+        assert install_collections.version_in(site / "ansible_collections" / Path(*name.split("."))) == version
+    assert not list(site.glob("ansible-*.dist-info")), "the whole ansible bundle is installed"
+
+
+def _bundle(tmp_path: Path, files: dict[str, str]) -> Path:
+    wheel = tmp_path / "ansible-1.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def _manifest(version: str) -> str:
+    return json.dumps({"collection_info": {"version": version}})
+
+
+@pytest.mark.fast
+def test_a_collection_is_taken_out_of_the_bundle_at_its_pinned_version_and_nothing_else(tmp_path: Path) -> None:
+    wheel = _bundle(tmp_path, {"ansible_collections/acme/tools/MANIFEST.json": _manifest("2.0.0"),
+                               "ansible_collections/acme/tools/plugins/modules/thing.py": "# a module\n",
+                               "ansible_collections/acme/other/MANIFEST.json": _manifest("1.0.0")})
+    root = tmp_path / "site" / "ansible_collections"
+    (root / "acme" / "tools").mkdir(parents=True)
+    (root / "acme" / "tools" / "stale.py").write_text("left from before\n")
+    install_collections.extract(wheel, {"acme.tools": "2.0.0"}, root)
+    assert (root / "acme" / "tools" / "plugins" / "modules" / "thing.py").read_text() == "# a module\n"
+    assert not (root / "acme" / "tools" / "stale.py").exists() and not (root / "acme" / "other").exists()
+    with pytest.raises(install_collections.CollectionError, match="holds acme.tools 2.0.0, but .* pins 3.0.0"):
+        install_collections.extract(wheel, {"acme.tools": "3.0.0"}, root)
+    assert install_collections.version_in(root / "acme" / "tools") == "2.0.0"     # the good one stays
+    with pytest.raises(install_collections.CollectionError, match="holds no collection acme.absent"):
+        install_collections.extract(wheel, {"acme.absent": "1.0.0"}, root)
+    (tmp_path / "evil").mkdir()
+    evil = _bundle(tmp_path / "evil", {"ansible_collections/acme/tools/MANIFEST.json": _manifest("2.0.0"),
+                                       "ansible_collections/acme/tools/../../../escape.py": "x"})
+    with pytest.raises(install_collections.CollectionError, match="refusing the member"):
+        install_collections.extract(evil, {"acme.tools": "2.0.0"}, root)
+    assert not (tmp_path / "site" / "escape.py").exists()
+
+
+@pytest.mark.fast
+def test_a_collection_pinned_loosely_is_refused(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.yml"
+    requirements.write_text("collections:\n  - name: community.general\n    version: '>=11.0.0'\n")
+    with pytest.raises(install_collections.CollectionError, match="one exact version"):
+        install_collections.wanted(requirements)
