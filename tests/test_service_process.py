@@ -124,3 +124,20 @@ def test_ajp_without_a_secret_refuses_to_start():
 
     assert result.returncode != 0
     assert "lab.ajp.secret must be set when lab.ajp.enabled=true" in result.stdout
+
+
+# The oldest release of each library that the jar may carry: the ones Boot 2.7.18 and the Camel starters
+# manage have known CVEs (app/README.md, "Versions"). Older than this in BOOT-INF/lib fails.
+AT_LEAST = {"camel-core-engine": (3, 22, 4), "camel-support": (3, 22, 4), "spring-core": (5, 3, 39),
+            "spring-web": (5, 3, 39), "logback-classic": (1, 2, 13), "logback-core": (1, 2, 13),
+            "snakeyaml": (2, 2), "tomcat-embed-core": (9, 0, 122)}
+
+
+def test_the_jar_carries_no_library_older_than_its_fixes():
+    import zipfile
+    with zipfile.ZipFile(JAR) as jar:
+        carried = {match[1]: tuple(map(int, match[2].split("."))) for name in jar.namelist()
+                   if (match := re.fullmatch(r"BOOT-INF/lib/(.+?)-(\d+(?:\.\d+)+)\.jar", name))}
+    assert AT_LEAST.keys() <= carried.keys(), AT_LEAST.keys() - carried.keys()
+    old = {name: carried[name] for name, oldest in AT_LEAST.items() if carried[name] < oldest}
+    assert not old, old
