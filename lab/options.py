@@ -64,7 +64,7 @@ def capacity_options() -> argparse.ArgumentParser:
                          help=f"a step's p99 at most (default {slo.p99_ms} ms)")
     options.add_argument("--slo-errors", type=float, default=unset, metavar="PERCENT",
                          help=f"a step's errors at most (default {slo.error_pct:g}%%)")
-    options.add_argument("--quick", action="store_true", default=unset, help=f"a smoke run: {load.QUICK_STEPS.describe()}")
+    options.add_argument("--quick", action="store_true", default=unset, help="a smoke run: " + load.QUICK_STEPS.describe().replace("%", "%%"))
     _shared(options, defaults=False)
     return options
 

@@ -15,6 +15,7 @@ and the analysis and report that read it. Every path of a run folder is named he
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import shutil
 import time
@@ -184,8 +185,16 @@ class RunFolder:
         """Writes text atomically: a reader (a browser, the report) never sees half a file."""
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_name(path.name + ".tmp")
-        scratch.write_text(text)
-        scratch.replace(path)
+        try:
+            scratch.write_text(text)
+            scratch.replace(path)
+        except OSError as error:
+            scratch.unlink(missing_ok=True)
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise LabError(f"{path} could not be written: the disk is full ({error.strerror}). What the run had "
+                               f"collected stays in {path.parent}; free some space (old runs are in runs/) and run "
+                               "again") from error
+            raise
 
     @classmethod
     def write_json(cls, path: Path, data: object, compact: bool = False) -> None:

@@ -120,3 +120,13 @@ def test_up_only_provisions_and_checks_that_machine(tmp_path: Path, monkeypatch,
     lifecycle.up(Backend(), None, host, only="tuned")
     assert (limits, observed) == (["tuned"], ["tuned"])
     assert f"changed: tuned 0; full log: {tmp_path / 'ansible.log'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [[], ["up"], ["run"], ["capacity"], ["compare"], ["status"], ["down"]])
+def test_every_commands_help_prints(command: list[str], capsys) -> None:
+    # argparse formats help texts with %: one unescaped % (an SLO's "0.1%") crashed `capacity --help`.
+    from lab import cli
+    with pytest.raises(SystemExit) as ended:
+        cli.main([*command, "--help"])
+    assert ended.value.code == 0
+    assert "usage: ./start.sh" in capsys.readouterr().out

@@ -5,12 +5,14 @@ bookkeeping around them."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from lab import evidence, experiment, load, placement, report, status
-from lab.errors import StepFailed
+from lab.errors import LabError, StepFailed
 from lab.machines import MACHINES, manifest
 from lab.runfolder import RunFolder
 
@@ -221,3 +223,26 @@ def test_a_machine_near_its_memory_limit_gets_a_sentence_not_just_a_ratio():
     assert near == ["tuned peaked at 500 MiB of memory, 98% of its 512 MiB limit (PCP). That is within 10% of the "
                     "limit: a little more load, or a burst, and the kernel's OOM killer ends the largest process, "
                     "the JVM."]
+
+
+@pytest.fixture()
+def small_disk(steps):
+    """The run folder on a disk of its own, 256 KiB: a real ENOSPC, not a raised one."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(steps["run"])], check=True)
+    yield steps["run"]
+    subprocess.run(["umount", str(steps["run"])], check=True)
+
+
+def test_a_disk_that_fills_mid_run_ends_it_with_a_message_and_the_logger_stopped(steps, small_disk, monkeypatch):
+    def collect(backend, name, folder, started, ended, before):
+        with (small_disk / f"{name}.evidence").open("wb") as out:     # the evidence fills the disk
+            while True:
+                out.write(b"x" * 65536)
+    monkeypatch.setattr(evidence, "collect", collect)
+    with pytest.raises(LabError, match=r"run\.json could not be written: the disk is full \(No space left on device\)"
+                                       rf"\. What the run had collected stays in {small_disk}"):
+        experiment.run(FakeBackend(), load.QUICK, "parallel")
+    assert steps["recording"] == set(), "PCP's logger left recording"
+    assert not list(small_disk.glob("*.tmp")), "a half-written file left behind"

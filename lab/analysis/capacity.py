@@ -5,25 +5,38 @@ Definitions (also in summary.json's capacity "basis"):
 - a request belongs to the step it arrived in. JMeter's open model makes exactly rate x step_s requests
   arrive in each step, so in the order of their starts (JMeter's timeStamp) the first rate_1 x step_s are
   the first step's, and so on: no clock is needed, however late the first request started. A step with
-  fewer (the load ended in it) is partial and not judged;
+  fewer (the load ended in it) is partial: it missed the SLO if what it holds already misses it whatever
+  the rest would have done (more than 1% of its planned requests slower than the p99 bound, or more
+  errors than the bound allows of them: the rule that ended the load), else it is not judged;
 - a step meets the SLO when its p99 (JMeter's percentile, failed requests included) and its error rate
-  are within it;
+  are within it; requests JMeter failed to send (no local port left) never reached the machine and are
+  left out of both, but past the error bound they make the step not delivered;
+- a step was delivered when its requests arrived at 90% of its rate or more, over the span of their
+  starts (on a shared host JMeter falls behind). One that was not can still have missed the SLO (it
+  missed at less than its rate, so it would at its rate) but never met it: it is not judged then.
+  Without a knee, such a step makes the capacity a lower bound: the load generator's limit
+  (generator_bound_rps);
 - capacity: the highest rate of a step that met the SLO before stop_after_misses consecutive steps
   missed it; the knee: the first of those steps. A machine that met it at every step has a capacity of
   at least the last rate (reached_max), not a measured one.
 """
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 
-from lab.analysis.jmeter import Samples, _error_label
+from lab.analysis.jmeter import Samples, client_side, error_label
 from lab.analysis.numbers import percentile
 from lab.load.openmodel import Slo, StepLoad
 
+# A step whose requests arrived at less than this share of its rate measured the load generator.
+DELIVERED = 0.9
+
 BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts), its rates over "
-         "the span of those starts; p99 as JMeter "
-         "computes it, failed requests included; capacity: the highest rate that met the SLO before "
-         "consecutive steps missed it")
+         "the span of those starts; p99 as JMeter computes it, failed requests included, the generator's own "
+         f"port errors left out; a step the generator did not deliver (arrivals under {DELIVERED:.0%} of the rate, "
+         "or its own errors past the bound) can miss the SLO but not meet it; capacity: the highest rate that met "
+         "the SLO before consecutive steps missed it")
 
 
 def step_load(profile: dict) -> StepLoad:
@@ -45,29 +58,43 @@ def analyze(samples: Samples, load: StepLoad, t0: float) -> dict:
         if not members:
             break
         steps.append(_step(samples, members, number, rate, load, samples.start[members[0]] / 1000.0 - t0,
-                           partial=len(members) < count))
+                           planned=count))
     return {"slo": {"p99_ms": load.slo.p99_ms, "error_pct": load.slo.error_pct, "text": load.slo.describe()},
             "step_s": load.step_s, "steps": steps, **_capacity(steps, load), "basis": BASIS}
 
 
 def _step(samples: Samples, members: list[int], number: int, rate: int, load: StepLoad, start_s: float,
-          partial: bool) -> dict:
-    elapsed = sorted(samples.elapsed[i] for i in members)
-    failed = [i for i in members if not samples.ok[i]]
-    error_rate = len(failed) / len(members)
+          planned: int) -> dict:
+    labels = {i: error_label(samples.code[i], samples.message[i]) for i in members if not samples.ok[i]}
+    # What the load generator failed to send (no local port left) never reached the machine: the step is
+    # judged on what did, and counts as not delivered when those failures alone break the error bound.
+    client = {i for i, label in labels.items() if client_side(label)}
+    sent = [i for i in members if i not in client] or members
+    elapsed = sorted(samples.elapsed[i] for i in sent)
+    failed = [i for i in sent if i in labels and i not in client]
+    error_rate = len(failed) / len(sent)
     p99 = percentile(elapsed, 99)
-    kinds = Counter(_error_label(samples.code[i], samples.message[i]) for i in failed)
+    partial = len(members) < planned
     # Over the span of its arrivals as JMeter sent them: a load generator that fell behind shows here.
     starts = [samples.start[i] for i in members]
     span_s = (max(starts) - min(starts)) / 1000.0 if len(members) > 1 and max(starts) > min(starts) else load.step_s
+    arrived_rps = len(members) / span_s
+    delivered = (partial or arrived_rps >= DELIVERED * rate) and len(client) <= load.slo.error_pct / 100 * planned
+    if partial:
+        slow = len(elapsed) - bisect.bisect_right(elapsed, load.slo.p99_ms)
+        met = False if load.slo.certainly_missed(slow, len(failed), planned) else None
+    else:
+        met = load.slo.met(p99, error_rate) if delivered else (False if not load.slo.met(p99, error_rate) else None)
+    kinds = Counter(labels.values())
     return {"step": number + 1, "rate_rps": rate, "start_s": round(start_s, 3), "partial": partial,
-            "arrived_rps": round(len(members) / span_s, 3), "span_s": round(span_s, 3),
-            "answered_rps": round((len(members) - len(failed)) / span_s, 3),
+            "arrived_rps": round(arrived_rps, 3), "span_s": round(span_s, 3), "delivered": delivered,
+            "answered_rps": round((len(members) - len(failed) - len(client)) / span_s, 3),
             "samples": len(members), "errors": len(failed), "error_rate": round(error_rate, 6),
+            "client_errors": len(client),
             "p50_ms": percentile(elapsed, 50), "p95_ms": percentile(elapsed, 95), "p99_ms": p99,
             "max_ms": elapsed[-1], "max_in_flight": max(samples.threads[i] for i in members),
             "errors_by_type": [{"error": k, "count": v} for k, v in kinds.most_common(3)],
-            "met": None if partial else load.slo.met(p99, error_rate)}
+            "met": met}
 
 
 def _capacity(steps: list[dict], load: StepLoad) -> dict:
@@ -83,11 +110,31 @@ def _capacity(steps: list[dict], load: StepLoad) -> dict:
     met = [s for s in before if s["met"]]
     capacity = met[-1] if met else None
     reached_max = knee is None and bool(judged) and judged[-1]["met"] and judged[-1]["rate_rps"] == load.rates()[-1]
+    short = [s for s in steps if not s["delivered"] and (knee is None or s["step"] < knee["step"])]
+    generator_bound = short[0] if short and knee is None else None
     return {"capacity_rps": capacity["rate_rps"] if capacity else None,
             "capacity_answered_rps": capacity["answered_rps"] if capacity else None,
             "knee_rps": knee["rate_rps"] if knee else None, "reached_max": reached_max,
             "found": knee is not None, "broke": _broke(knee, load.slo) if knee else None,
-            "note": _note(capacity, knee, reached_max, judged, load)}
+            "generator_bound_rps": generator_bound["rate_rps"] if generator_bound else None,
+            "note": _generator_note(generator_bound, capacity) if generator_bound
+            else _note(capacity, knee, reached_max, judged, load) or _unjudged_note(short)}
+
+
+def _generator_note(short: dict, capacity: dict | None) -> str:
+    return (f"the load generator fell behind at {short['rate_rps']} req/s (requests arrived at "
+            f"{short['arrived_rps']:.0f} req/s) and no step after it missed the SLO for certain: the capacity is at "
+            f"least {capacity['rate_rps'] if capacity else 0} req/s, the generator's limit on this host, not the "
+            "machine's (JMeter needs CPUs of its own: a host with 5 or more gets them)")
+
+
+def _unjudged_note(short: list[dict]) -> str | None:
+    """Steps below the knee that the load generator did not deliver: neither met nor missed."""
+    if not short:
+        return None
+    rates = ", ".join(f"{s['rate_rps']} (arrived {s['arrived_rps']:.0f})" for s in short)
+    return (f"the load generator fell behind at {rates} req/s: those steps met the SLO at less than their rate, "
+            "so they are not judged, and the capacity lies between the last step met and the knee")
 
 
 def _broke(knee: dict, slo: Slo) -> str:
@@ -98,6 +145,9 @@ def _broke(knee: dict, slo: Slo) -> str:
     if knee["error_rate"] * 100 > slo.error_pct:
         kinds = ", ".join(f"{k['error']} x{k['count']}" for k in knee["errors_by_type"])
         parts.append(f"errors {knee['error_rate']:.1%} (SLO {slo.error_pct:g}%)" + (f": {kinds}" if kinds else ""))
+    if knee.get("client_errors"):
+        parts.append(f"and the load generator could not send {knee['client_errors']} (no local port left: "
+                     "JMeter's limit, not the machine's)")
     return (f"at {knee['rate_rps']} req/s offered it answered {knee['answered_rps']:.0f} req/s; "
             + "; ".join(parts))
 

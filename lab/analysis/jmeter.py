@@ -124,7 +124,18 @@ def _stats(samples: Samples, indices: list[int], duration_s: float | None) -> di
             "connect_ms": _distribution([samples.connect[i] for i in indices])}
 
 
-def _error_label(code: str, message: str) -> str:
+# Errors of the load generator's own: no local port left for a new connection (TIME_WAIT) is JMeter's
+# host running out, not the machine refusing.
+CLIENT_SIDE = ("BindException", "Cannot assign requested address")
+
+
+def client_side(label: str) -> bool:
+    """A failure the load generator made itself (an error_label)."""
+    return any(mark in label for mark in CLIENT_SIDE)
+
+
+def error_label(code: str, message: str) -> str:
+    """One failure's kind as a person reads it: JMeter's code and message without its prefixes."""
     code = code.strip()
     message = message.strip()
     for prefix in ("Non HTTP response code: ", "Non HTTP response message: "):
@@ -182,8 +193,8 @@ def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict, stead
             "at": samples.end(first) / 1000.0, "at_s": result["first_error_s"],
             "response_code": samples.code[first], "response_message": samples.message[first],
             "failure_message": samples.failure[first][:500], "active_users": samples.threads[first],
-            "label": _error_label(samples.code[first], samples.message[first])}
-        kinds = Counter(_error_label(samples.code[i], samples.message[i]) for i in failed)
+            "label": error_label(samples.code[first], samples.message[first])}
+        kinds = Counter(error_label(samples.code[i], samples.message[i]) for i in failed)
         result["errors_by_type"] = [{"error": k, "count": v} for k, v in kinds.most_common(8)]
     else:
         result["first_error_s"] = None

@@ -36,6 +36,12 @@ class Slo:
         return p99_ms is not None and error_rate is not None and p99_ms <= self.p99_ms \
             and error_rate * 100 <= self.error_pct
 
+    def certainly_missed(self, slow: int, errors: int, planned: float) -> bool:
+        """Whatever a step's remaining requests do, it misses: more than 1 in 100 of its planned requests
+        already slower than the p99 bound, or more errors than the bound allows of them. One rule for the
+        watch that ends a load and for the analysis of a step the load did not finish."""
+        return slow > 0.01 * planned or errors > self.error_pct / 100 * planned
+
     def describe(self) -> str:
         return f"p99 <= {self.p99_ms} ms and errors <= {self.error_pct:g}%"
 
@@ -190,11 +196,10 @@ class StepWatch:
             samples, slow, errors = self.counts.get(step, (0, 0, 0))
             expected = rate * self.load.step_s
             most = expected + 4 * expected ** 0.5
-            if slow > 0.01 * most or errors > self.load.slo.error_pct / 100 * most:
+            if self.load.slo.certainly_missed(slow, errors, most):
                 self.judged[step] = False
             elif now_ms >= end_ms + settle_ms:
-                self.judged[step] = samples > 0 and slow <= 0.01 * samples \
-                    and errors <= self.load.slo.error_pct / 100 * samples
+                self.judged[step] = samples > 0 and not self.load.slo.certainly_missed(slow, errors, samples)
             else:
                 break                                   # later steps wait for this one
 
