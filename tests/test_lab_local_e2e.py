@@ -158,7 +158,7 @@ def test_httpd_names_no_version_and_refuses_trace(status, machine):
 @pytest.mark.parametrize("machine", ["default", "tuned"])
 def test_httpds_access_log_goes_through_rotatelogs(status, machine):
     # 48 MB a run otherwise: HTTPD pipes it to rotatelogs, which keeps 3 files of at most 10 MB.
-    processes = subprocess.run(["ps", "-eo", "user,args"], capture_output=True, text=True, check=True).stdout
+    processes = subprocess.run(["ps", "-ww", "-eo", "user,args"], capture_output=True, text=True, check=True).stdout
     logger = [line for line in processes.splitlines()
               if re.search(rf"rotatelogs -n 3 \S*/machines/{machine}/httpd/logs/access\.log 10M$", line)]
     assert len(logger) == 1 and logger[0].split()[0] == "camellab", logger
@@ -541,7 +541,7 @@ def test_down_leaves_nothing(status):
     assert "ctlab-" not in links
     leftover_cgroups = [p for p in Path("/sys/fs/cgroup").glob("*/ctlab")] + [p for p in Path("/sys/fs/cgroup").glob("ctlab")]
     assert not leftover_cgroups
-    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    processes = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert str(LOCAL_ROOT) not in processes
     assert not LOCAL_ROOT.exists()
     assert subprocess.run(["id", LAB_USER], capture_output=True).returncode != 0
