@@ -113,9 +113,13 @@ def experiment(args: argparse.Namespace) -> Experiment:
         profile: load.Profile = _steps(args, base if isinstance(base, load.StepLoad) else None)
     else:
         profile = _profile(args, base if isinstance(base, load.LoadProfile) else None)
+    limits = {**(chosen.thresholds if chosen else {}), **_thresholds(args)}
+    closed_only = [name for name in limits if model == "closed" and name.rpartition(".")[2] == "capacity_rps_min"]
+    if closed_only:
+        raise StepFailed(f"threshold {closed_only[0]}: a capacity is measured by ./start.sh capacity (an open model); "
+                         "this run has none, so the threshold could only fail")
     return Experiment(profile=profile, schedule=_given(args, "--schedule") or (chosen.schedule if chosen else None),
-                      repeat=repeat or (chosen.repeat if chosen else None) or 1,
-                      limits={**(chosen.thresholds if chosen else {}), **_thresholds(args)},
+                      repeat=repeat or (chosen.repeat if chosen else None) or 1, limits=limits,
                       a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None)
 
 

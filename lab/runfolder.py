@@ -108,6 +108,11 @@ class RunFolder:
         return self.root / "series.json"
 
     @property
+    def thresholds_xml(self) -> Path:
+        """The run's thresholds as JUnit XML, for CI systems."""
+        return self.root / "thresholds.xml"
+
+    @property
     def report_dir(self) -> Path:
         return self.root / "report"
 
@@ -229,6 +234,11 @@ class RunFolder:
             latest.unlink()
         latest.symlink_to(run_id)
         return cls(root)
+
+
+def comparison_page(run_a: Path, run_b: Path, runs: Path = RUNS) -> Path:
+    """Where ./start.sh compare writes two runs side by side: runs/compare/<A>-vs-<B>/index.html."""
+    return runs / "compare" / f"{Path(run_a).name}-vs-{Path(run_b).name}" / "index.html"
 
 
 def check_free_space(needed_bytes: int, runs: Path = RUNS) -> None:

@@ -20,7 +20,8 @@ def _summary(default_rps: float, tuned_rps: float, p95: tuple[float, float] = (5
             "verdict": {"verdict": "valid"},
             "comparison": [{"key": "throughput_rps", "default": default_rps, "tuned": tuned_rps,
                             "ratio": tuned_rps / default_rps},
-                           {"key": "p95_ms", "default": p95[0], "tuned": p95[1], "ratio": p95[1] / p95[0]}]}
+                           {"key": "p95_ms", "default": p95[0], "tuned": p95[1], "ratio": p95[1] / p95[0]},
+                           {"key": "error_rate", "default": 0.012, "tuned": 0.0, "ratio": None}]}
 
 
 def _run(root: Path, trials: list[tuple[float, float]], knobs: dict | None = None) -> Path:
@@ -58,10 +59,12 @@ def test_two_repeated_runs_give_b_over_a_with_an_interval(tmp_path):
     assert _row(result, "throughput_rps", "ratio")["b_over_a"] == pytest.approx(1.25 / 1.05, abs=1e-3)
     assert result["knobs"] == [{"machine": "tuned", "variable": "x", "a": 2, "b": 3}]
     assert result["comparable"] is None
-    result, page = compare_page.render(a, b, tmp_path / "compare")
+    result, page = compare_page.render(a, b, tmp_path)
     html = page.read_text()
     assert page == tmp_path / "compare" / "20261124-010000-vs-20261124-020000" / "index.html"
     assert "1.190×" in html and "<code>x</code>" in html
+    # each figure in its row's unit, as on the report: an error rate of 0.012 is 1.20 %, not "0.012 %"
+    assert "1.20 %" in html and "0.012" not in html and "105.0 req/s" in html
     lines = compare_page.lines(result)
     assert any(line.startswith("  tuned    throughput_rps     A       105   B       125   B/A 1.19x (95% interval")
                for line in lines), lines
@@ -90,3 +93,13 @@ def test_compare_refuses_what_is_not_a_run(tmp_path, monkeypatch, capsys):
     assert "compare: RUN_B 'nowhere' is not a run folder" in capsys.readouterr().err
     assert cli.main(["compare", str(a), "a"]) == 1
     assert "RUN_A and RUN_B are the same run" in capsys.readouterr().err
+
+
+def test_compare_writes_nothing_into_the_runs_it_reads(tmp_path):
+    # A run folder without summary.json: compare makes its figures for itself, and leaves the saved run as it was.
+    a = _run(tmp_path / "a", [(100, 100)])
+    b = _run(tmp_path / "b", [(100, 90)])
+    (b / "summary.json").unlink()
+    before = sorted(path.name for path in b.rglob("*"))
+    compare(a, b)
+    assert sorted(path.name for path in b.rglob("*")) == before

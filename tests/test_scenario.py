@@ -91,6 +91,8 @@ def test_options_override_the_scenario_and_its_model_decides_the_run(tmp_path, m
     (["run", "--threshold", "p95_ms_max"], "--threshold p95_ms_max: use NAME=VALUE"),
     (["run", "--threshold", "p95_ms_max=soon"], "--threshold p95_ms_max=soon: 'soon' is not a number"),
     (["run", "--threshold", "p50_ms_max=5"], "--threshold p50_ms_max=5: unknown threshold"),
+    (["run", "--threshold", "tuned.capacity_rps_min=300"], "threshold tuned.capacity_rps_min: a capacity is measured "
+                                                           "by ./start.sh capacity"),
 ])
 def test_options_that_contradict_the_scenario_are_named(tmp_path, monkeypatch, argv, message):
     (tmp_path / "s.yaml").write_text("model: closed\n")
@@ -134,6 +136,26 @@ def test_a_broken_threshold_exits_3_with_a_junit_file(tmp_path, capsys):
     passing = thresholds.check(SUMMARY, {"ratio_min": 1.2})
     assert experiment._judge_thresholds(folder, {"thresholds": passing}) == 0
     assert experiment._judge_thresholds(folder, {}) == 0        # none set: nothing judged
+
+
+def test_a_capacity_threshold_reads_the_capacity_found_a_lower_bound_included():
+    # tuned met the SLO at every step up to 900 (a lower bound, no knee): at least 900 passes a minimum of 800;
+    # default has no capacity at all: no figure, broken.
+    summary = {"comparison": [], "machines": {
+        "default": {"capacity": {"capacity_rps": None, "found": False}},
+        "tuned": {"capacity": {"capacity_rps": 900, "found": False, "reached_max": True}}}}
+    passed = {r["machine"]: r["passed"] for r in thresholds.check(summary, {"capacity_rps_min": 800})}
+    assert passed == {"default": False, "tuned": True}
+
+
+def test_thresholds_a_run_could_not_be_judged_on_break_it(tmp_path, capsys):
+    # The run set thresholds but has no summary (it failed before one could be made): not a pass.
+    folder = RunFolder(tmp_path / "20261124-000000")
+    folder.root.mkdir()
+    folder.write_json(folder.run_json, {"thresholds": {"error_pct_max": 1}})
+    assert experiment._judge_thresholds(folder, None) == 3
+    assert "BROKEN: error_pct_max: not checked, the run has no summary" in capsys.readouterr().err
+    assert ET.parse(folder.thresholds_xml).getroot().get("failures") == "1"
 
 
 def test_the_report_shows_each_threshold_passed_or_broken(tmp_path):

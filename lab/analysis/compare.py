@@ -22,8 +22,8 @@ def _summaries(folder: RunFolder) -> list[dict]:
     for run in runs:
         if run.summary_json.is_file():
             found.append(json.loads(run.summary_json.read_text()))
-        elif run.run_json.is_file():
-            found.append(single.summarize(run.root))
+        elif run.run_json.is_file():            # figures made here, never written into a saved run
+            found.append(single.summarize(run.root, write=False, use_gcviewer=False))
     return found
 
 

@@ -3,8 +3,10 @@ summary's comparison (a single run's figures, or a repeated run's means over the
 as JUnit XML, which CI systems read.
 
 A threshold is [machine.]name: limit. Without a machine it holds for each. ratio_min holds for tuned/default
-of the run's headline figure: the capacity in a capacity run, else the throughput. A figure the run does
-not have (a machine without results, no capacity found) breaks its threshold: it cannot be shown to pass."""
+of the run's headline figure: the capacity in a capacity run, else the throughput. capacity_rps_min reads
+each machine's capacity as found, a lower bound included (it met the SLO at every step, or the load
+generator was the limit): a lower bound over the limit passes. A figure the run does not have (a machine
+without results, no capacity at all) breaks its threshold: it cannot be shown to pass."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -37,7 +39,8 @@ def check(summary: dict, thresholds: dict[str, float]) -> list[dict]:
             results.append(_result(name, None, limit, value, direction, f"tuned/default {headline}", "x"))
             continue
         for each in [machine] if machine else MACHINES:
-            raw = (rows.get(key) or {}).get(each)
+            raw = (((summary.get("machines") or {}).get(each) or {}).get("capacity") or {}).get(key) \
+                if key == "capacity_rps" else (rows.get(key) or {}).get(each)
             value = raw * scale if isinstance(raw, (int, float)) else None
             results.append(_result(name, each, limit, value, direction, f"{each} {key}", UNITS.get(key, "")))
     return results
@@ -50,6 +53,12 @@ def _result(name: str, machine: str | None, limit: float, value: float | None, d
     shown = "no figure" if value is None else f"{value:.4g}{unit}"
     return {"threshold": name, "machine": machine, "limit": limit, "value": value, "passed": passed,
             "message": f"{'passed' if passed else 'BROKEN'}: {name} ({what} {sign} {limit:g}{unit}): {shown}"}
+
+
+def unchecked(thresholds: dict[str, float], why: str) -> list[dict]:
+    """Thresholds a run could not be judged on (no summary): each broken, with why."""
+    return [{"threshold": name, "machine": None, "limit": limit, "value": None, "passed": False,
+             "message": f"BROKEN: {name}: not checked, {why}"} for name, limit in thresholds.items()]
 
 
 def junit(results: list[dict], run_id: str, path: Path) -> Path:

@@ -9,21 +9,21 @@ from pathlib import Path
 from lab.analysis.compare import compare
 from lab.analysis.text import times
 from lab.report.page import environment
-from lab.runfolder import RUNS, RunFolder
+from lab.runfolder import RUNS, RunFolder, comparison_page
 
 TEMPLATE = "compare.html.j2"
 HEADLINE_KEYS = ("capacity_rps", "throughput_rps", "p95_ms", "error_rate", "peak_memory_bytes")
 
 
-def render(run_a: Path, run_b: Path, out_root: Path = RUNS / "compare") -> tuple[dict, Path]:
+def render(run_a: Path, run_b: Path, runs: Path = RUNS) -> tuple[dict, Path]:
     result = compare(run_a, run_b)
-    out = out_root / f"{Path(run_a).name}-vs-{Path(run_b).name}"
+    path = comparison_page(run_a, run_b, runs)
     page = environment().get_template(TEMPLATE).render(
         result=result, now=time.time(),
-        links={side: os.path.relpath(result[side]["report"], out) if result[side]["report"] else None
+        links={side: os.path.relpath(result[side]["report"], path.parent) if result[side]["report"] else None
                for side in ("a", "b")})
-    RunFolder.write_text(out / "index.html", page)
-    return result, out / "index.html"
+    RunFolder.write_text(path, page)
+    return result, path
 
 
 def lines(result: dict) -> list[str]:
