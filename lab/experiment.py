@@ -97,7 +97,10 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
 def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int,
                 mode: dict) -> tuple[RunFolder, _Measured]:
     """The run up to its report: the placement, the machines checked, then one trial or several."""
+    # As planned only where the machines really run on their CPUs (brought up before pinning, they do not).
     where = placement.for_backend(backend.name)
+    where = placement.as_found(where, {name: backend.pinned_cpus(name) for name in MACHINES}) if where.dedicated \
+        else where
     placed = {**where.as_json(), "schedule_from": "--schedule" if schedule else "the placement"}
     schedule = schedule or where.schedule
     info(f"placement: {where.note}" + ("" if placed["schedule_from"] == "--schedule" or where.dedicated

@@ -56,6 +56,22 @@ def plan(host_cpus: Sequence[int], machines: Sequence[str] = MACHINES, per_machi
     return Placement(False, shared, "sequential", cpus, note)
 
 
+def as_found(planned: Placement, pinned: dict[str, str | None]) -> Placement:
+    """The planned placement when each machine it pins really runs on its CPUs (pinned: machine -> the
+    cpulist its cgroup holds, None when it has none of its own), else a shared one saying which machine is
+    elsewhere: machines brought up before the lab pinned them, or on other CPUs, must not be reported pinned."""
+    off = [f"{name} on {pinned.get(name) or 'every CPU'} (planned: {cpulist(planned.cpus[name])})"
+           for name in MACHINES if planned.dedicated and name in planned.cpus
+           and parse_cpulist(pinned.get(name) or "") != planned.cpus[name]]
+    if not off:
+        return planned
+    cpus = planned.host_cpus
+    return Placement(False, {name: cpus for name in (*MACHINES, LOADGEN)}, "sequential", cpus,
+                     f"shared: the machines are not on the CPUs the placement plans ({'; '.join(off)}; "
+                     "./start.sh down, then up, pins them), so they and JMeter share CPUs "
+                     f"{cpulist(cpus)} and the schedule defaults to one machine after the other")
+
+
 def host_cpus() -> tuple[int, ...]:
     """The CPUs this process may use (its affinity, which a container or taskset may narrow), sorted."""
     return tuple(sorted(os.sched_getaffinity(0)))

@@ -28,6 +28,11 @@ class FakeBackend:
     def home(self, name: str) -> Path:
         return Path("/nonexistent") / name
 
+    pinned: dict = {"default": "0-1", "tuned": "2-3"}     # where a 16-CPU host's placement puts them
+
+    def pinned_cpus(self, name: str) -> str | None:
+        return self.pinned.get(name)
+
 
 @pytest.fixture()
 def steps(tmp_path: Path, monkeypatch) -> dict:
@@ -113,6 +118,19 @@ def test_without_a_schedule_the_placement_chooses_it(steps, monkeypatch, capsys)
     assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 0
     assert steps["schedule"] == _run_json(steps)["schedule"] == "parallel"
     assert _run_json(steps)["placement"]["schedule_from"] == "--schedule"
+
+
+def test_machines_that_are_not_on_their_planned_cpus_are_not_reported_pinned(steps, monkeypatch, capsys):
+    # A 16-CPU host plans default on 0-1 and tuned on 2-3; brought up before the lab pinned them, they are not.
+    monkeypatch.setattr(placement, "host_cpus", lambda: tuple(range(16)))
+    backend = FakeBackend()
+    backend.pinned = {"default": None, "tuned": "2-3"}
+    assert experiment.run(backend, load.QUICK) == 0
+    placed = _run_json(steps)["placement"]
+    assert not placed["dedicated"] and steps["schedule"] == placed["schedule"] == "sequential"
+    assert steps["loadgen_cpus"] is None
+    assert "default on every CPU (planned: 0-1)" in placed["note"] and "tuned on" not in placed["note"]
+    assert "placement: shared: the machines are not on the CPUs the placement plans" in capsys.readouterr().err
 
 
 def test_repeated_trials_alternate_the_order_and_each_keeps_its_own_folder(steps):

@@ -224,9 +224,9 @@ def test_sequential_load_runs_one_machine_after_the_other(processes, tmp_path: P
     result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()},
                       load.LoadProfile(users=2, ramp_s=2, duration_s=7, keep_alive=False), out, schedule="sequential",
                       on_progress=seen.append, path="/data", order=("tuned", "default"), cpus=pinned)
-    # JMeter pinned to the CPUs asked for (the placement's, when it gives the load generator CPUs of its own)
+    # JMeter pinned to the CPUs asked for (the placement's, when it gives the load generator CPUs of its own):
+    # the last CPU alone, not this process's affinity (so on a host of 2 CPUs or more, taskset did it)
     assert result.loadgen_cpus == pinned
-    assert len(placement.host_cpus()) == 1 or pinned != placement.cpulist(placement.host_cpus())   # narrowed
 
     assert not result.interrupted and result.problems == []
     spans = {}

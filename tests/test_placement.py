@@ -146,3 +146,13 @@ def test_each_backend_gets_its_placement() -> None:
         shared = placement.for_backend(backend, cpus)
         assert not shared.dedicated and shared.schedule == "sequential"
         assert set(shared.cpus.values()) == {tuple(cpus)} and "shared" in shared.note
+
+
+def test_a_placement_holds_only_where_the_machines_run_on_their_cpus():
+    planned = placement.for_backend("local", range(8))
+    assert placement.as_found(planned, {"default": "0-1", "tuned": "2-3"}) == planned
+    moved = placement.as_found(planned, {"default": "0-1", "tuned": "4-5"})
+    assert not moved.dedicated and moved.schedule == "sequential" and "tuned on 4-5 (planned: 2-3)" in moved.note
+    assert moved.cpus[placement.LOADGEN] == tuple(range(8))          # JMeter is not pinned either
+    ssh = placement.for_backend("ssh", range(2))                     # hosts of their own: nothing to check
+    assert placement.as_found(ssh, {"default": None, "tuned": None}) == ssh

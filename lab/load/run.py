@@ -21,7 +21,7 @@ from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _complete_records, _MachineProgress
 from lab.load.targets import _parse_targets, _Target
 from lab.machines import MACHINES
-from lab.placement import cpulist
+from lab.placement import cpulist, parse_cpulist
 from lab.runfolder import JMeterFolder
 
 # Engine settings the lab relies on (also in the assembled bin/user.properties, see jmeter/pom.xml).
@@ -255,7 +255,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
                       ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log,
                       ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None},
-                      loadgen_cpus=affinity[0] if len(set(affinity)) == 1 else ",".join(affinity) or None)
+                      loadgen_cpus=cpulist(cpu for found in affinity for cpu in parse_cpulist(found)) or None)
 
 
 def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile | StepLoad, out: JMeterFolder,
@@ -334,8 +334,11 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile 
 
 
 def _affinity(pid: int) -> str | None:
-    """The CPUs JMeter may run on, as a cpulist (taskset has set them 0.2 s after the start), None if gone."""
+    """The CPUs JMeter may run on, as a cpulist; None while taskset has not yet set them and exec'd JMeter
+    (on a busy host that can take longer than a poll), or when the process is gone."""
     try:
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "taskset":
+            return None
         return cpulist(os.sched_getaffinity(pid))
     except OSError:
         return None

@@ -66,6 +66,11 @@ class Backend(Protocol):
 
     def begin_measurement(self, name: str) -> None: ...
 
+    def pinned_cpus(self, name: str) -> str | None:
+        """The CPUs the lab pinned the machine to (a cpulist), None where it pins none (ssh and Vagrant
+        machines, or a local machine that shares the host's CPUs)."""
+        ...
+
     def memory_events(self, name: str) -> dict:
         """{"oom_kills": int | None, "peak_memory_bytes": int | None} so far."""
         ...

@@ -109,6 +109,9 @@ class SshBackend:
     def begin_measurement(self, name: str) -> None:
         pass  # a real machine's kernel counters need no reset: memory_events gives a baseline
 
+    def pinned_cpus(self, name: str) -> str | None:
+        return None  # hosts (or VMs) of their own: the lab pins nothing there
+
     def memory_events(self, name: str) -> dict:
         """OOM kills so far, from the machine's kernel (the whole machine is the lab's)."""
         vmstat = self.run_in(name, ["cat", "/proc/vmstat"]).stdout

@@ -8,6 +8,7 @@ from pathlib import Path
 from lab import placement
 from lab.hostlab import remove_if_empty
 from lab.machines import MACHINES, manifest
+from lab.machines.local.cgroups import Cgroup, detect_cgroups
 from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
 from lab.machines.local.machine import machines
 from lab.machines.local.network import run_in
@@ -89,6 +90,10 @@ class LocalBackend:
 
     def begin_measurement(self, name: str) -> None:
         reset_memory_peak(self.machines[name])
+
+    def pinned_cpus(self, name: str) -> str | None:
+        cgroup = Cgroup(self.machines[name], detect_cgroups())
+        return cgroup.cpuset() if cgroup.exists() else None
 
     def memory_events(self, name: str) -> dict:
         return memory_events(self.machines[name])
