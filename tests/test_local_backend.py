@@ -415,3 +415,18 @@ def test_cgroup_v2_pins_a_machine_to_its_cpus(tmp_path: Path) -> None:
                                      mounts_file=tmp_path / "no-mounts")
     with pytest.raises(LocalBackendError, match="offers no cpuset controller"):
         local.Cgroup(Machine("t3", 203, tmp_path / "m3", prefix=PREFIX, cpuset=(0,)), no_cpuset).create()
+
+
+@pytest.mark.fast
+def test_cgroup_v1_refuses_cpus_it_cannot_have_before_making_any_directory(tmp_path: Path) -> None:
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"cgroup {tmp_path}/memory cgroup rw,memory 0 0\n"
+                      f"cgroup {tmp_path}/cpuset cgroup rw,cpuset 0 0\n")
+    for name in ("memory", "cpuset"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "cpuset" / "cpuset.cpus").write_text("0-3\n")
+    layout = local.detect_cgroups(tmp_path / "no-v2-here", mounts_file=mounts)
+    with pytest.raises(LocalBackendError, match="is to run on CPUs 7, but this host's cgroups offer 0-3"):
+        local.Cgroup(Machine("t1", 201, tmp_path / "m", prefix=PREFIX, cpuset=(7,)), layout).create()
+    # nothing left behind for a later, unpinned machine to inherit
+    assert not (tmp_path / "cpuset" / "ctlt").exists() and not (tmp_path / "memory" / "ctlt").exists()

@@ -140,6 +140,12 @@ class Cgroup:
 
     def _create_v1(self) -> None:
         m = self.machine
+        mount = self.layout.v1_mounts.get("cpuset")
+        if m.cpuset:        # before any directory exists: a refused machine leaves no empty cpuset behind
+            if mount is None:
+                raise LocalBackendError(f"machine {m.name} is to run on CPUs {cpulist(m.cpuset)}, but this host "
+                                        "mounts no v1 cpuset controller")
+            self._check_cpus(_read(mount / "cpuset.effective_cpus") or _read(mount / "cpuset.cpus") or "")
         for path in self.paths:
             try:
                 path.mkdir(parents=True, exist_ok=True)
@@ -161,12 +167,7 @@ class Cgroup:
         if cpu is not None:
             _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(cpu / "cpu.cfs_quota_us", str(m.cpu_quota_us))
-        if m.cpuset:
-            mount = self.layout.v1_mounts.get("cpuset")
-            if mount is None:
-                raise LocalBackendError(f"machine {m.name} is to run on CPUs {cpulist(m.cpuset)}, but this host "
-                                        "mounts no v1 cpuset controller")
-            self._check_cpus(_read(mount / "cpuset.effective_cpus") or _read(mount / "cpuset.cpus") or "")
+        if m.cpuset and mount is not None:
             # A new v1 cpuset has no CPUs and no memory nodes, and takes no process until it has both: the
             # prefix gets the root's (both machines fit in it), the leaf its own CPUs and the prefix's nodes.
             prefix, leaf = mount / m.prefix, mount / m.cgroup_name
