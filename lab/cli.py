@@ -13,13 +13,14 @@ from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose, manifest
 from lab.machines.protocol import Backend
+from lab.paths import callers
 from lab.report import compare_page
 
 
 def _inventory(text: str) -> Path:
     """--inventory as the user typed it, from the folder they ran ./start.sh in (start.sh moves into
     the repository and says where it came from in LAB_CALLER_DIR)."""
-    path = Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(text).expanduser()
+    path = callers(text)
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{text}: no such inventory file ({path})")
     return path.resolve()
@@ -139,14 +140,14 @@ def run_jmeter(args: list[str]) -> int:
         print(f"start.sh: {error}", file=sys.stderr)
         return 1
     # JMeter replaces this process: Ctrl-C and SIGTERM reach it directly, for its own clean stop.
-    os.chdir(os.environ.get("LAB_CALLER_DIR") or os.getcwd())
+    os.chdir(callers("."))
     os.execv(command[0], command)
     return 0    # not reached
 
 
 def _saved_run(typed: str, which: str) -> Path:
     """A run folder as the user named it: a path (from where they ran ./start.sh), else an id in runs/."""
-    for candidate in (Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(typed).expanduser(),
+    for candidate in (callers(typed),
                       runfolder.RUNS / typed):
         if runfolder.RunFolder(candidate).run_json.is_file():
             return candidate.resolve()

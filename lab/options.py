@@ -5,12 +5,11 @@ On the command line an option wins over the scenario file."""
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from lab import load, scenario
 from lab.errors import StepFailed
+from lab.paths import callers
 
 
 def _shared(options: argparse.ArgumentParser, defaults: bool) -> None:
@@ -127,7 +126,7 @@ def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:
     typed = _given(args, "--scenario")
     if typed is None:
         return None
-    path = Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(str(typed)).expanduser()
+    path = callers(str(typed))
     return scenario.load(path, str(typed))
 
 

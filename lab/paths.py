@@ -1,4 +1,5 @@
 """Where things are, in the repository and on the host."""
+import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -11,3 +12,9 @@ LOGS = REPO / ".cache" / "logs"             # the builds', playbooks' and Vagran
 # The local backend's machines live outside the repository: their processes run as an
 # unprivileged user that may not be able to enter a checkout under /root.
 LOCAL_ROOT = Path("/var/lib/camel-tuning-lab")
+
+
+def callers(typed: str) -> Path:
+    """A path as the user typed it, from the folder they ran ./start.sh in (start.sh moves into the
+    repository and says where it came from in LAB_CALLER_DIR)."""
+    return Path(os.environ.get("LAB_CALLER_DIR") or os.getcwd()) / Path(typed).expanduser()
