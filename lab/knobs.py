@@ -59,6 +59,15 @@ def declared_variables(ansible_dir: Path) -> set[str]:
     return names
 
 
+def role_defaults(ansible_dir: Path) -> dict:
+    """Every role's defaults/main.yml merged, as written (templates unrendered): a variable's value where
+    no inventory, group_vars or host_vars sets it."""
+    merged: dict = {}
+    for path in sorted((ansible_dir / "roles").glob("*/defaults/main.yml")):
+        merged.update(_load(path))
+    return merged
+
+
 def vars_files(ansible_dir: Path) -> list[Path]:
     """host_vars and group_vars files as Ansible reads them: <name>.yml or a folder <name>/ of files."""
     files = []

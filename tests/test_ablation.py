@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lab import knobs
 from lab.ablation import groups as knob_groups
 from lab.analysis import ablation
 from lab.errors import StepFailed
@@ -21,7 +22,13 @@ def test_the_shipped_groups_make_the_tuned_machine_from_the_default_one():
     assert groups["apr"].needs == ("ajp",)
     default = knob_groups._yaml(knob_groups.HOST_VARS / "default.yml", "")
     tuned = knob_groups._yaml(knob_groups.HOST_VARS / "tuned.yml", "")
-    assert knob_groups.extra_vars(groups, frozenset()) == default
+    # Nothing applied: the default machine, and what only tuned.yml sets is back at its role default (extra vars
+    # override host_vars only where they name a variable: left out, it would keep its tuned value)
+    none = knob_groups.extra_vars(groups, frozenset())
+    only_tuned = set(tuned) - set(default)
+    assert {k: v for k, v in none.items() if k not in only_tuned} == default and only_tuned <= set(none)
+    role_defaults = knobs.role_defaults(knob_groups.ANSIBLE_DIR)
+    assert all(none[k] == role_defaults[k] != tuned[k] for k in only_tuned), only_tuned
     assert knob_groups.extra_vars(groups, frozenset(groups)) == {**default, **tuned}
     one = knob_groups.extra_vars(groups, frozenset({"gc_heap"}))
     assert one["camel_app_java_options"] == tuned["camel_app_java_options"] and one["httpd_mpm"] == "prefork"

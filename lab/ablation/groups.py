@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from lab import knobs
 from lab.errors import StepFailed
 from lab.paths import ANSIBLE_DIR
 
@@ -67,18 +68,22 @@ def load(path: Path = GROUPS_FILE, host_vars: Path = HOST_VARS) -> dict[str, Gro
     if orphans:
         raise StepFailed(f"{path}: {', '.join(orphans)} (host_vars/tuned.yml) in no group: the groups together "
                          "would not make the tuned machine")
+    unset = [v for v in owner if v in tuned and v not in default and v not in knobs.role_defaults(ANSIBLE_DIR)]
+    if unset:
+        raise StepFailed(f"{path}: {', '.join(unset)} (host_vars/tuned.yml) has no value without the tuned machine: "
+                         "no role default, and host_vars/default.yml does not set it")
     for name in groups:
-        _requires(groups, name, ())
+        _requires(groups, name, (), path)
     return groups
 
 
-def _requires(groups: dict[str, Group], name: str, seen: tuple[str, ...]) -> set[str]:
-    """Every group name needs, directly or not (StepFailed on a cycle)."""
+def _requires(groups: dict[str, Group], name: str, seen: tuple[str, ...], path: Path) -> set[str]:
+    """Every group name needs, directly or not (StepFailed on a cycle, naming the file it is in)."""
     if name in seen:
-        raise StepFailed(f"{GROUPS_FILE.name}: groups {' -> '.join((*seen, name))}: a cycle of needs")
+        raise StepFailed(f"{path}: groups {' -> '.join((*seen, name))}: a cycle of needs")
     found: set[str] = set()
     for need in groups[name].needs:
-        found |= {need, *_requires(groups, need, (*seen, name))}
+        found |= {need, *_requires(groups, need, (*seen, name), path)}
     return found
 
 
@@ -89,11 +94,16 @@ def valid(groups: dict[str, Group], applied: frozenset[str]) -> bool:
 
 def extra_vars(groups: dict[str, Group], applied: frozenset[str], host_vars: Path = HOST_VARS) -> dict:
     """The tuned machine's extra vars for a configuration: default's knobs, with the applied groups'
-    variables as tuned.yml has them (a variable tuned.yml leaves unset keeps default's value)."""
+    variables as tuned.yml has them (a variable tuned.yml leaves unset keeps default's value). A variable
+    only tuned.yml sets, in a group not applied, gets its role default: extra vars override host_vars
+    only where they name a variable, so left out it would keep its tuned value."""
     default, tuned = _yaml(host_vars / "default.yml", "knobs"), _yaml(host_vars / "tuned.yml", "knobs")
+    role_defaults = knobs.role_defaults(ANSIBLE_DIR)
     chosen = dict(default)
-    for name in applied:
-        for variable in groups[name].variables:
-            if variable in tuned:
+    for group in groups.values():
+        for variable in group.variables:
+            if group.name in applied and variable in tuned:
                 chosen[variable] = tuned[variable]
+            elif group.name not in applied and variable not in default and variable in role_defaults:
+                chosen[variable] = role_defaults[variable]
     return chosen

@@ -53,7 +53,7 @@ def forward_path(groups: dict[str, Group], measure: Measure) -> list[dict]:
     return steps
 
 
-def leave_one_out(groups: dict[str, Group], measure: Measure) -> dict[str, Config]:
+def leave_one_out(groups: dict[str, Group]) -> dict[str, Config]:
     """Each group's leave-one-out configuration: every group but it and those that need it."""
     everything = frozenset(groups)
     return {name: everything - {name} - dependents(groups, name) for name in groups}
@@ -78,7 +78,7 @@ def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPL
 
     none, everything = frozenset(), frozenset(groups)
     path = forward_path(groups, measured)
-    loo = leave_one_out(groups, measured)
+    loo = leave_one_out(groups)
     rng = numpy.random.default_rng(SEED)
     draws = {config: _resampled_means(measured(config), rng, resamples)
              for config in {none, everything, *(frozenset(s["config"]) for s in path), *loo.values()}}
