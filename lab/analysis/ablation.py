@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy
 
 from lab.ablation.groups import Group, valid
-from lab.analysis.trials import CONFIDENCE, RESAMPLES, SEED
+from lab.analysis.trials import CONFIDENCE, RESAMPLES, SEED, percentile_interval, resampled_means
 
 Config = frozenset[str]
 Measure = Callable[[Config], list[float]]
@@ -59,11 +59,6 @@ def leave_one_out(groups: dict[str, Group]) -> dict[str, Config]:
     return {name: everything - {name} - dependents(groups, name) for name in groups}
 
 
-def _resampled_means(values: list[float], rng: numpy.random.Generator, resamples: int) -> numpy.ndarray:
-    data = numpy.asarray(values, dtype=float)
-    return data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
-
-
 def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPLES) -> dict:
     """The path, each group's share of the gain and its leave-one-out loss, with 95% intervals, and a
     sentence. measure(config) -> the figure of each trial of that configuration (measured once each)."""
@@ -80,14 +75,13 @@ def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPL
     path = forward_path(groups, measured)
     loo = leave_one_out(groups)
     rng = numpy.random.default_rng(SEED)
-    draws = {config: _resampled_means(measured(config), rng, resamples)
+    draws = {config: resampled_means(measured(config), rng, resamples)
              for config in {none, everything, *(frozenset(s["config"]) for s in path), *loo.values()}}
     total = draws[everything] - draws[none]
-    tail = (1 - CONFIDENCE) / 2 * 100
 
     def interval(samples: numpy.ndarray) -> tuple[float, float]:
-        low, high = numpy.percentile(samples, [tail, 100 - tail])
-        return round(float(low), 6), round(float(high), 6)
+        low, high = percentile_interval(samples, CONFIDENCE)
+        return round(low, 6), round(high, 6)
 
     previous = none
     rows = []

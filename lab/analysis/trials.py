@@ -34,13 +34,24 @@ def ratio_interval(default: list[float], tuned: list[float], confidence: float =
         return result
     picks = numpy.random.default_rng(SEED).integers(0, len(pairs), size=(resamples, len(pairs)))
     sums = d[picks].sum(axis=1)
-    ratios = t[picks].sum(axis=1)[sums > 0] / sums[sums > 0]
-    tail = (1 - confidence) / 2 * 100
-    low, high = numpy.percentile(ratios, [tail, 100 - tail])
-    result.update(low=round(float(low), 6), high=round(float(high), 6))
+    low, high = percentile_interval(t[picks].sum(axis=1)[sums > 0] / sums[sums > 0], confidence)
+    result.update(low=round(low, 6), high=round(high, 6))
     if few_trials_note(len(pairs)):
         result["note"] = few_trials_note(len(pairs))
     return result
+
+
+def resampled_means(values, rng: numpy.random.Generator, resamples: int = RESAMPLES) -> numpy.ndarray:
+    """The mean of each of `resamples` bootstrap resamples (with replacement, same size) of values."""
+    data = numpy.asarray(values, dtype=float)
+    return data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+
+
+def percentile_interval(draws: numpy.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The percentile bootstrap interval of a statistic's resampled draws."""
+    tail = (1 - confidence) / 2 * 100
+    low, high = numpy.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def few_trials_note(trials: int) -> str | None:
@@ -49,7 +60,6 @@ def few_trials_note(trials: int) -> str | None:
         return None
     return (f"{trials} trials: the interval is narrower than a true 95% one (about {'75' if trials <= 3 else '85'}% "
             f"coverage); {FEW_TRIALS} or more make it honest")
-
 
 
 def unpaired_interval(before: list[float], after: list[float], confidence: float = CONFIDENCE,
@@ -68,12 +78,9 @@ def unpaired_interval(before: list[float], after: list[float], confidence: float
         result["note"] = "a run of one trial: no interval (--repeat N gives one)"
         return result
     rng = numpy.random.default_rng(SEED)
-    means_a = a[rng.integers(0, len(a), size=(resamples, len(a)))].mean(axis=1)
-    means_b = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
-    ratios = means_b[means_a > 0] / means_a[means_a > 0]
-    tail = (1 - confidence) / 2 * 100
-    low, high = numpy.percentile(ratios, [tail, 100 - tail])
-    result.update(low=round(float(low), 6), high=round(float(high), 6))
+    means_a, means_b = resampled_means(a, rng, resamples), resampled_means(b, rng, resamples)
+    low, high = percentile_interval(means_b[means_a > 0] / means_a[means_a > 0], confidence)
+    result.update(low=round(low, 6), high=round(high, 6))
     note = few_trials_note(min(len(a), len(b)))
     if note:
         result["note"] = note
