@@ -2,8 +2,10 @@
 make root read (and put into a shareable run folder) another file."""
 from __future__ import annotations
 
+import io
 import os
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO))
 from lab.machines.local.backend import LocalBackend  # noqa: E402
-from lab.machines.protocol import copy_no_follow  # noqa: E402
+from lab.machines.protocol import copy_no_follow, unpack_plain_files  # noqa: E402
 
 pytestmark = pytest.mark.fast
 
@@ -58,3 +60,26 @@ def test_the_local_backend_pulls_the_files_and_names_the_links_it_left(home, tmp
     pulled = backend.pull("default", ["app/logs/*.log"], tmp_path / "out")
     assert pulled.files == [tmp_path / "out" / "app" / "logs" / "app.log"]
     assert pulled.problem == "not copied, a link or not a plain file: app/logs/error.log"
+
+
+def test_an_archive_from_a_machine_gives_its_plain_files_only(tmp_path: Path) -> None:
+    # What ansible/fetch.yml brings from a VM or an SSH host: the service account packed it, so it may hold a
+    # link to a file only root reads, or a member named to land outside the run folder. Neither is written.
+    archive = tmp_path / "tuned.tar"
+    with tarfile.open(archive, "w") as packed:
+        data = b"[0.010s][info][gc] GC(0) Pause Young\n"
+        member = tarfile.TarInfo("app/gc/gc.log")
+        member.size, member.mtime, member.mode = len(data), 1_795_000_000, 0o644
+        packed.addfile(member, io.BytesIO(data))
+        link = tarfile.TarInfo("app/gc/gc.log.planted")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+        packed.addfile(link)
+        escape = tarfile.TarInfo("../../escaped")
+        escape.size = 1
+        packed.addfile(escape, io.BytesIO(b"x"))
+    out = tmp_path / "run" / "machines" / "tuned"
+    written, refused = unpack_plain_files(archive, out)
+    assert written == [out / "app" / "gc" / "gc.log"] and written[0].read_bytes() == data
+    assert oct(written[0].stat().st_mode & 0o777) == "0o600" and written[0].stat().st_mtime == 1_795_000_000
+    assert refused == ["app/gc/gc.log.planted", "../../escaped"]
+    assert not (out / "app" / "gc" / "gc.log.planted").exists() and not (tmp_path / "run" / "escaped").exists()

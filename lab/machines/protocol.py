@@ -7,9 +7,9 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable
+import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 
@@ -110,13 +110,23 @@ def copy_no_follow(root: Path, relative: Path, target: Path) -> bool:
     return True
 
 
-def place(sources: list[Path], root: Path, destination: Path, transfer: Callable[[Path, Path], object]) -> list[Path]:
-    """Copies or moves (transfer) the files among sources to destination, at their paths under root."""
-    placed = []
-    for source in sources:
-        if source.is_file():
-            target = destination / source.relative_to(root)
+def unpack_plain_files(archive: Path, destination: Path) -> tuple[list[Path], list[str]]:
+    """The plain files of a tar archive (ansible/fetch.yml's) written under destination at their paths,
+    mode 0600, their times kept; anything else (a link, a device, a path leaving destination) is not
+    written and is returned by name. (files written, names refused)"""
+    written: list[Path] = []
+    refused: list[str] = []
+    with tarfile.open(archive) as packed:
+        for member in packed:
+            relative = PurePosixPath(member.name)
+            if not member.isreg() or relative.is_absolute() or ".." in relative.parts:
+                refused.append(member.name)
+                continue
+            target = destination.joinpath(*relative.parts)
             target.parent.mkdir(parents=True, exist_ok=True)
-            transfer(source, target)
-            placed.append(target)
-    return placed
+            source = packed.extractfile(member)
+            with source, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as copy:
+                shutil.copyfileobj(source, copy)
+            os.utime(target, (member.mtime, member.mtime))
+            written.append(target)
+    return written, refused

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from lab.errors import StepFailed
 from lab.machines import MACHINES, manifest
-from lab.machines.protocol import Pulled, place
+from lab.machines.protocol import Pulled, unpack_plain_files
 from lab.paths import ANSIBLE_DIR, INVENTORIES, VENV
 
 
@@ -125,19 +124,25 @@ class SshBackend:
                                   "--until", f"@{int(until) + 2}", *units], timeout=60).stdout
 
     def pull(self, name: str, globs: list[str], destination: Path) -> Pulled:
-        """Copies the files matching globs (under lab_home) to destination over SSH (ansible/fetch.yml)."""
+        """Copies the files matching globs (under lab_home) to destination over SSH (ansible/fetch.yml: one
+        archive, packed as the service account); only plain files are written, a link is refused."""
+        known = manifest.read_or_none(name)
+        user = known.user if known else str(manifest.role_default("lab", "lab_user"))
         with tempfile.TemporaryDirectory(prefix="lab-fetch-") as scratch:
             settings = Path(scratch) / "fetch.json"
             settings.write_text(json.dumps({"lab_fetch_root": self.home(name), "lab_fetch_globs": globs,
-                                            "lab_fetch_dest": str(Path(scratch) / "files")}))
+                                            "lab_fetch_user": user, "lab_fetch_dest": str(Path(scratch) / "files")}))
             env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
             result = subprocess.run([str(VENV / "bin" / "ansible-playbook"), "-i", str(self.inventory),
                                      str(ANSIBLE_DIR / "fetch.yml"), "--limit", name, "-e", f"@{settings}"],
                                     capture_output=True, text=True, env=env, timeout=1800)
-            fetched = Path(scratch) / "files" / name
-            return Pulled(place(sorted(fetched.rglob("*")), fetched, destination, shutil.move),
-                          problem=None if result.returncode == 0 else
-                          f"ansible-playbook fetch.yml exit {result.returncode}: {_tail(result.stdout, 5)}")
+            archive = Path(scratch) / "files" / f"{name}.tar"
+            if result.returncode != 0 or not archive.is_file():
+                return Pulled([], problem=f"ansible-playbook fetch.yml exit {result.returncode}: "
+                                          f"{_tail(result.stdout, 5)}")
+            files, refused = unpack_plain_files(archive, destination)
+            return Pulled(files, problem=f"not copied, a link or not a plain file: {', '.join(refused)}"
+                          if refused else None)
 
 
 def _tail(text: str, lines: int = 15) -> str:
