@@ -129,9 +129,14 @@ class RunFolder:
         return self.jmeter.log
 
     @property
+    def is_trial(self) -> bool:
+        """A trial of a repeated run (trials/<k>/), judged as part of its run, not alone."""
+        return self.root.parent.name == "trials" and self.root.name.isdecimal()
+
+    @property
     def run_id(self) -> str:
         """The run's name: its folder's, a trial's with its run's (20261123-174537-trial-2)."""
-        if self.root.parent.name == "trials" and self.root.name.isdecimal():
+        if self.is_trial:
             return f"{self.root.parent.parent.name}-trial-{self.root.name}"
         return self.root.name
 

@@ -100,3 +100,17 @@ def test_an_a_a_run_reports_its_noise_floor(tmp_path: Path) -> None:
            "two machines is not one the lab can see." in lines
     assert "A/A run:</strong> the tuned machine had the default machine's knobs" in \
         report.render(folder.root).read_text()
+
+
+def test_a_trial_is_not_judged_on_the_thresholds_alone_its_run_is(tmp_path: Path) -> None:
+    # Each trial's run.json carries the run's thresholds; the run checks them on the trials' means, so a trial's
+    # own page must not say "the run exited 3" from its single figures.
+    from lab.analysis import summary as single
+    folder = make_repeated_run(tmp_path / "run")
+    limits = {"tuned.throughput_rps_min": 10_000}
+    for trial in folder.trials():
+        trial.write_json(trial.run_json, {**json.loads(trial.run_json.read_text()), "thresholds": limits})
+    folder.write_json(folder.run_json, {**json.loads(folder.run_json.read_text()), "thresholds": limits})
+    assert "thresholds" not in single.summarize(folder.trial(1).root, write=False, use_gcviewer=False)
+    judged = repeated.summarize(folder.root)["thresholds"]
+    assert [r["passed"] for r in judged] == [False] and judged[0]["machine"] == "tuned"
