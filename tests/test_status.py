@@ -37,3 +37,15 @@ def test_several_urls_are_read_in_one_command(tmp_path, strip) -> None:
     machine = OneShell(tmp_path, strip)
     got = status._fetch_inside(machine, "tuned", "http://a/info", "http://b/fail", "http://c/nl", "http://d/last")
     assert got == ["http://a/info", None, "http://c/nl\n", "http://d/last"] and machine.calls == 1
+
+
+def test_commands_reach_a_machine_through_ansible_and_come_back_as_json(tmp_path):
+    # VMs and SSH hosts are read through ad-hoc Ansible with a JSON callback; here over a local connection, so the
+    # venv's ansible-core, its collections and that callback are exercised without a machine. (With ansible-core
+    # alone the JSON callback is missing and every read came back empty: every VM's configuration was "None".)
+    from lab.machines.ssh import SshBackend
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("lab_machines:\n  hosts:\n    default: {}\n    tuned: {}\n  vars:\n"
+                         "    ansible_connection: local\n    ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
+    answer = SshBackend(inventory).run_in("tuned", ["sh", "-c", "echo from the machine; echo oops >&2; exit 3"])
+    assert (answer.returncode, answer.stdout, answer.stderr) == (3, "from the machine", "oops")

@@ -155,11 +155,15 @@ def test_the_test_suites_lock_keeps_the_labs_versions() -> None:
 @pytest.mark.fast
 def test_ansible_core_and_only_the_collections_the_roles_use() -> None:
     wanted = install_collections.wanted()
-    # Every collection module a role, playbook or handler names is from a listed collection, and every
-    # listed collection is used.
+    # Every collection module a role, playbook or handler names, and every callback the lab asks Ansible for,
+    # is from a listed collection, and every listed collection is used.
     used = set()
     for path in (REPO / "ansible").rglob("*.yml"):
         used |= set(re.findall(r"^\s*-?\s*((?!ansible\.builtin)[a-z_]+\.[a-z_]+)\.[a-z_]+:\s*$", path.read_text(), re.M))
+    for path in (REPO / "lab").rglob("*.py"):
+        callbacks = re.findall(r'"ANSIBLE_STDOUT_CALLBACK": "([a-z_]+\.[a-z_]+)\.[a-z_]+"', path.read_text())
+        assert "ansible.builtin" not in callbacks, f"{path}: name the collection a callback lives in"
+        used |= set(callbacks)
     assert used == set(wanted), used
     # The venv has ansible-core and those collections, at their versions; not the bundle.
     site = Path(sysconfig.get_paths(vars={"base": str(REPO / ".venv"), "platbase": str(REPO / ".venv")})["purelib"])

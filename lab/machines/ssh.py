@@ -71,7 +71,7 @@ class SshBackend:
         return self._module(name, "ansible.builtin.shell", script, [script], timeout)
 
     def _module(self, name: str, module: str, args: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-        env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
                "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
         try:
             result = subprocess.run([str(VENV / "bin" / "ansible"), name, "-i", str(self.inventory), "-m", module,
