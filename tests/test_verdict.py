@@ -173,3 +173,18 @@ def test_a_run_long_enough_to_settle_gets_its_ratio_and_a_valid_verdict(tmp_path
         f"the ramp-up) to {clock(default['window']['end_s'])}", "host CPUs 50% idle (shared)"]
     assert judged["verdict"] == "valid", judged
 
+
+
+def test_a_capacity_run_whose_load_generator_fell_behind_says_so(tmp_path: Path) -> None:
+    # default: JMeter delivered 100 and 200 req/s but only 330 of 400, and nothing after missed the SLO for certain;
+    # tuned: it fell behind at 300 too, but 400 and 500 missed it plainly: a knee, the short step only not judged.
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    steps = [{"rate_rps": r, "delivered": d, "arrived_rps": a} for r, d, a in
+             ((100, True, 101.0), (200, True, 199.0), (300, False, 250.0), (400, False, 330.0))]
+    default = {**machine(), "capacity": {"steps": steps, "generator_bound_rps": 300}}
+    tuned = {**machine(), "capacity": {"steps": steps, "generator_bound_rps": None}}
+    judged = verdict.judge(summary(default=default, tuned=tuned), csv_path)
+    assert judged["verdict"] == "load-generator-bound" and judged["machines"]["tuned"]["verdict"] == "valid"
+    assert judged["sentence"].startswith("JMeter could not deliver 300 req/s to default (they arrived at 250 req/s)")
+    assert "JMeter fell behind at 300, 400 req/s: those steps could miss the SLO but not meet it" in \
+        judged["machines"]["tuned"]["checked"]

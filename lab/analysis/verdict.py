@@ -5,7 +5,8 @@ and from the load generator's own CPU counters (jmeter/loadgen.csv), with the fi
 Kinds, most telling first; a machine gets every kind that applies, the run the first of all:
 - not settled: no steady state (lab/analysis/steady.py): its ratio would compare warm-ups;
 - host-bound: the machines and JMeter share CPUs and the host had under HOST_IDLE_MIN_PCT idle;
-- load-generator-bound: JMeter used over LOADGEN_BUSY_MAX of the CPUs it had;
+- load-generator-bound: JMeter used over LOADGEN_BUSY_MAX of the CPUs it had, or (a capacity run) could
+  not deliver a step's rate before the machine had missed the SLO;
 - backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core;
 - memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit;
 - incomplete: the run was interrupted or failed before the plan's end.
@@ -103,6 +104,7 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                                          "loaded: the load generator, not the machine, set the pace."})
         elif host["loadgen_cores"] is not None:
             checked.append(f"JMeter {host['loadgen_cores']:.2f} cores of {cpus}")
+    _judge_steps(name, entry.get("capacity") or {}, findings, checked)
     backend = number(((entry.get("resources") or {}).get("cpu_cores_mean_by_role") or {}).get("backend"))
     if backend is not None and backend > BACKEND_CPU_MAX_CORES:
         findings.append({"kind": "backend-bound", "machine": name, "figures": {"backend_cpu_cores": backend},
@@ -124,3 +126,21 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
             checked.append(f"memory peak {peak / limit:.0%} of {mib(limit)}")
     return {"verdict": findings[0]["kind"] if findings else ("unknown" if unchecked else "valid"),
             "findings": findings, "checked": checked, "unchecked": unchecked}
+
+
+def _judge_steps(name: str, capacity: dict, findings: list[dict], checked: list[str]) -> None:
+    """A capacity run: did JMeter deliver each step's rate (lab/analysis/capacity.py's "delivered")?"""
+    steps = capacity.get("steps") or []
+    short = [s for s in steps if s.get("delivered") is False]
+    if capacity.get("generator_bound_rps") is not None:
+        first = short[0]
+        findings.append({"kind": "load-generator-bound", "machine": name,
+                         "figures": {"offered_rps": first["rate_rps"], "arrived_rps": first["arrived_rps"]},
+                         "sentence": f"JMeter could not deliver {first['rate_rps']} req/s to {name} (they arrived at "
+                                     f"{first['arrived_rps']:.0f} req/s) before any step missed the SLO for certain: "
+                                     "its capacity is the load generator's limit here, not the machine's."})
+    elif short:
+        checked.append(f"JMeter fell behind at {', '.join(str(s['rate_rps']) for s in short)} req/s: those steps "
+                       "could miss the SLO but not meet it")
+    elif steps:
+        checked.append("JMeter delivered every step's rate")
