@@ -418,3 +418,20 @@ def test_the_roles_handlers_run_the_lab_roles_restart_tasks(tmp_path):
             assert f"included: {ANSIBLE}/roles/lab/tasks/restart.yml for tuned" in result.stdout
             ran = result.stdout.split(f"RUNNING HANDLER [{role} : Restart under {manager} - {process}]")[1]
             assert ran.split("\n")[1].startswith("skipping: [tuned]"), ran[:300]
+
+
+def test_the_audit_workload_knobs_reach_the_services_properties(tmp_path):
+    # Both machines log a request and a reply line (the knobs the same on both); the write-up's workload turns
+    # every one on, and the jar's own tests check each changes the audit log as it says.
+    play = render_play(tmp_path)
+    run_render(play, "--tags", "templates")
+    knobs = {"lab.audit.headers": "camel_app_audit_headers", "lab.audit.backend-body": "camel_app_audit_backend_body",
+             "lab.audit.pretty-reply": "camel_app_audit_pretty_reply", "camel.springboot.tracing": "camel_app_camel_tracing"}
+
+    def properties(machine: str) -> dict:
+        text = (tmp_path / "out" / f"{machine}-application.properties").read_text()
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    for machine in ("default", "tuned"):
+        assert {name: properties(machine)[name] for name in knobs} == dict.fromkeys(knobs, "false")
+    run_render(play, "--tags", "templates", "--limit", "tuned", "-e", json.dumps(dict.fromkeys(knobs.values(), True)))
+    assert {name: properties("tuned")[name] for name in knobs} == dict.fromkeys(knobs, "true")

@@ -85,7 +85,7 @@ public class LabInfoContributor implements InfoContributor {
         LoggerContext loggerContext = (LoggerContext) LoggerFactory.getILoggerFactory();
         List<String> appenders = new ArrayList<>();
         boolean allAsync = true;
-        for (Logger logger = loggerContext.getLogger(MockRoute.AUDIT_LOGGER); logger != null; logger = parent(loggerContext, logger)) {
+        for (Logger logger = loggerContext.getLogger(Auditor.LOGGER); logger != null; logger = parent(loggerContext, logger)) {
             for (Iterator<Appender<ILoggingEvent>> it = logger.iteratorForAppenders(); it.hasNext();) {
                 Appender<ILoggingEvent> appender = it.next();
                 appenders.add(appender.getName() + " (" + appender.getClass().getSimpleName() + ")");

@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.net.SocketTimeoutException;
 
 import org.apache.camel.Exchange;
-import org.apache.camel.LoggingLevel;
 import org.apache.camel.builder.RouteBuilder;
 import org.apache.camel.http.base.HttpOperationFailedException;
 import org.apache.camel.model.rest.RestBindingMode;
@@ -19,12 +18,12 @@ import org.springframework.stereotype.Component;
 @Component
 public class MockRoute extends RouteBuilder {
 
-    static final String AUDIT_LOGGER = "audit";
-
     private final ReplyComposer composer;
+    private final Auditor auditor;
 
-    public MockRoute(ReplyComposer composer) {
+    public MockRoute(ReplyComposer composer, Auditor auditor) {
         this.composer = composer;
+        this.auditor = auditor;
     }
 
     @Override
@@ -49,21 +48,18 @@ public class MockRoute extends RouteBuilder {
 
         from("direct:mock").routeId("mock")
                 .bean(composer, "begin")
-                .log(LoggingLevel.INFO, AUDIT_LOGGER,
-                        "request txId=${exchangeProperty.transactionId} method=${header.CamelHttpMethod}"
-                                + " uri=${header.CamelHttpUri} query=${header.CamelHttpQuery}")
+                .bean(auditor, "request")
                 // The servlet's headers (CamelHttpPath above all) would be appended to the backend URL.
                 .removeHeaders("*")
                 // A GET without body: camel-http would POST the servlet's (empty) request stream.
                 .setHeader(Exchange.HTTP_METHOD, constant("GET"))
                 .setBody(constant(null))
                 .to("{{lab.backend.url}}")
+                .bean(auditor, "backend")
                 .bean(composer, "compose")
                 .to("direct:audit-reply");
 
         from("direct:audit-reply").routeId("audit-reply")
-                .log(LoggingLevel.INFO, AUDIT_LOGGER,
-                        "reply txId=${exchangeProperty.transactionId} status=${header.CamelHttpResponseCode}"
-                                + " body=${body}");
+                .bean(auditor, "reply");
     }
 }

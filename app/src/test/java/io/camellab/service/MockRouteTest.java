@@ -89,6 +89,8 @@ class MockRouteTest {
         backend.verify(1, getRequestedFor(urlEqualTo("/data")));
         assertThat(output).contains("request txId=" + transactionId, "query=customer=42")
                 .contains("reply txId=" + transactionId + " status=200 body={\"transactionId\":\"" + transactionId);
+        // The audit knobs are off by default: no headers, no backend line, the reply on one line.
+        assertThat(output).doesNotContain("headers=", "backend txId=" + transactionId, "body={\n");
     }
 
     @Test
