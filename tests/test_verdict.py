@@ -188,3 +188,15 @@ def test_a_capacity_run_whose_load_generator_fell_behind_says_so(tmp_path: Path)
     assert judged["sentence"].startswith("JMeter could not deliver 300 req/s to default (they arrived at 250 req/s)")
     assert "JMeter fell behind at 300, 400 req/s: those steps could miss the SLO but not meet it" in \
         judged["machines"]["tuned"]["checked"]
+
+
+def test_a_machine_the_oom_killer_struck_says_so_not_one_burst_from_it(tmp_path: Path) -> None:
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    killed = {**machine(peak=497 * MIB), "events": {"oom_kills": 1}}
+    judged = verdict.judge(summary(tuned=killed), csv_path)
+    assert judged["verdict"] == "memory-bound" and judged["machines"]["tuned"]["findings"][0]["figures"]["oom_kills"] == 1
+    assert judged["sentence"] == ("tuned peaked at 97% of its 512 MiB memory limit, and the kernel's OOM killer struck 1 "
+                                  "time(s): its figures past that point are of a machine restarting its processes.")
+    # killed below the 90% line (a peak the 1 s samples missed): still memory-bound
+    assert verdict.judge(summary(tuned={**machine(peak=300 * MIB), "events": {"oom_kills": 2}}), csv_path)["verdict"] \
+        == "memory-bound"

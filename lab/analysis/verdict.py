@@ -116,12 +116,15 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
     peak = number((entry.get("memory") or {}).get("peak_bytes"))
     limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
     if peak is not None and limit:
-        if peak / limit >= NEAR_LIMIT:
+        kills = number((entry.get("events") or {}).get("oom_kills")) or 0
+        if peak / limit >= NEAR_LIMIT or kills:
             findings.append({"kind": "memory-bound", "machine": name,
-                             "figures": {"peak_bytes": peak, "limit_bytes": limit},
-                             "sentence": f"{name} peaked at {peak / limit:.0%} of its {mib(limit)} memory limit: it "
-                                         "held this load one burst from the OOM killer, so its figures hold only up "
-                                         "to this load."})
+                             "figures": {"peak_bytes": peak, "limit_bytes": limit, "oom_kills": int(kills)},
+                             "sentence": f"{name} peaked at {peak / limit:.0%} of its {mib(limit)} memory limit"
+                                         + (f", and the kernel's OOM killer struck {int(kills)} time(s): its figures "
+                                            "past that point are of a machine restarting its processes." if kills else
+                                            ": it held this load one burst from the OOM killer, so its figures hold "
+                                            "only up to this load.")})
         else:
             checked.append(f"memory peak {peak / limit:.0%} of {mib(limit)}")
     return {"verdict": findings[0]["kind"] if findings else ("unknown" if unchecked else "valid"),
