@@ -142,6 +142,24 @@ def parse_seed(text: str) -> int:
         raise ValueError(f"invalid seed {text!r}, expected an integer") from None
 
 
+def _count(text: str, what: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ValueError(f"invalid {what} {text!r}, expected an integer {low}..{high}")
+    return value
+
+
+def parse_max_concurrency(text: str) -> int:
+    return _count(text, "max concurrency", 0, 100_000)
+
+
+def parse_backlog(text: str) -> int:
+    return _count(text, "backlog", 1, 65535)
+
+
 def parse_host(text: str) -> str:
     if not text.strip():
         raise ValueError("invalid host '', expected a hostname or IP address")
@@ -176,6 +194,11 @@ OPTIONS: tuple[Option, ...] = (
            "HTTP status of injected errors (400..599)"),
     Option("--seed", "MOCK_SEED", parse_seed, "42",
            "seed for the payload generator and the latency/error RNG"),
+    # The 2018 backend was Python's single-threaded http.server: one request at a time, listen backlog 5.
+    Option("--max-concurrency", "MOCK_MAX_CONCURRENCY", parse_max_concurrency, "0",
+           "GET /data requests served at once, the others wait their turn (0: no limit)"),
+    Option("--backlog", "MOCK_BACKLOG", parse_backlog, "1024",
+           "the listening socket's accept queue (1..65535)"),
 )
 
 
@@ -188,6 +211,8 @@ class Config:
     error_rate: float = 0.0
     error_status: int = 500
     seed: int = 42
+    max_concurrency: int = 0
+    backlog: int = 1024
     access_log: bool = False
 
     def summary(self) -> str:
@@ -196,7 +221,8 @@ class Config:
             f"mock-service listening on http://{self.host}:{self.port} "
             f"payload_bytes={self.payload_bytes} latency={self.latency} "
             f"error_rate={self.error_rate:g} error_status={self.error_status} "
-            f"seed={self.seed} access_log={'on' if self.access_log else 'off'}"
+            f"seed={self.seed} max_concurrency={self.max_concurrency or 'none'} "
+            f"backlog={self.backlog} access_log={'on' if self.access_log else 'off'}"
         )
 
 

@@ -33,12 +33,22 @@ def build_app(cfg: Config) -> web.Application:
     # sharing it is safe, and seeding it makes a run reproducible.
     rng = random.Random(cfg.seed)
 
-    async def data(request: web.Request) -> web.Response:
+    async def answer() -> web.Response:
         if not no_sleep:
             await asyncio.sleep(latency.sample_ms(rng) / 1000.0)
         if error_rate and rng.random() < error_rate:
             return web.Response(status=error_status, body=error_body, content_type=JSON)
         return web.Response(body=payload, content_type=JSON)
+
+    # At most max_concurrency requests answered at a time (its latency included), as a thread pool or a
+    # single-threaded server would; the others wait in arrival order.
+    turns = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+
+    async def data(request: web.Request) -> web.Response:
+        if turns is None:
+            return await answer()
+        async with turns:
+            return await answer()
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(body=health_body, content_type=JSON)
@@ -59,7 +69,7 @@ async def serve(cfg: Config) -> None:
         handle_signals=False,  # we install our own handlers below
     )
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024)
+    site = web.TCPSite(runner, cfg.host, cfg.port, backlog=cfg.backlog)
     try:
         await site.start()
     except OSError as exc:

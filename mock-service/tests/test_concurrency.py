@@ -39,3 +39,15 @@ def test_keep_alive_reuses_connection(fast_mock) -> None:
         assert first.headers.get("connection", "").lower() != "close"
     finally:
         conn.close()
+
+
+def test_max_concurrency_serves_requests_one_at_a_time(start_mock) -> None:
+    # The original backend (http.server) answered one request at a time: four at once take four latencies.
+    server = start_mock("--latency", "fixed:300", "--max-concurrency", "1", "--backlog", "5")
+    assert "max_concurrency=1 backlog=5" in server.startup_line
+    t0 = time.perf_counter()
+    replies = parallel_gets(server.base_url, "/data", 4)
+    wall = time.perf_counter() - t0
+    assert all(r.status == 200 for r in replies)
+    assert wall >= 4 * 0.3 - 0.05
+    assert sorted(r.elapsed for r in replies)[-1] >= 4 * 0.3 - 0.05   # the last waited for the three before it

@@ -62,6 +62,9 @@ def test_command_line_overrides_environment(start_mock) -> None:
         ([], {"MOCK_ERROR_RATE": "2"}, "MOCK_ERROR_RATE"),
         ([], {"MOCK_PORT": "0"}, "MOCK_PORT"),
         ([], {"MOCK_ERROR_STATUS": "302"}, "MOCK_ERROR_STATUS"),
+        (["--max-concurrency", "-1"], {}, "--max-concurrency"),
+        (["--backlog", "0"], {}, "--backlog"),
+        ([], {"MOCK_MAX_CONCURRENCY": "one"}, "MOCK_MAX_CONCURRENCY"),
     ],
 )
 def test_bad_value_exits_2_with_one_clear_line(args, env, named) -> None:
