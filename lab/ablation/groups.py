@@ -68,7 +68,8 @@ def load(path: Path = GROUPS_FILE, host_vars: Path = HOST_VARS) -> dict[str, Gro
     if orphans:
         raise StepFailed(f"{path}: {', '.join(orphans)} (host_vars/tuned.yml) in no group: the groups together "
                          "would not make the tuned machine")
-    unset = [v for v in owner if v in tuned and v not in default and v not in knobs.role_defaults(ANSIBLE_DIR)]
+    role_defaults = knobs.role_defaults(ANSIBLE_DIR)
+    unset = [v for v in owner if v in tuned and v not in default and v not in role_defaults]
     if unset:
         raise StepFailed(f"{path}: {', '.join(unset)} (host_vars/tuned.yml) has no value without the tuned machine: "
                          "no role default, and host_vars/default.yml does not set it")
