@@ -22,6 +22,7 @@ from conftest import REPO, eventually, http_get, wait_for
 sys.path.insert(0, str(REPO))
 from lab import evidence, placement, provision  # noqa: E402
 from lab.analysis.headline import headline  # noqa: E402
+from lab.analysis.pcp import pmrep_csv, role_of  # noqa: E402
 from lab.analysis.verdict import ORDER as VERDICT_KINDS  # noqa: E402
 from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import local  # noqa: E402
@@ -321,6 +322,13 @@ def test_a_quick_run_collects_each_machines_evidence(quick_run, machine):
                               capture_output=True, text=True, env=PCP_ENV, timeout=120)
     assert exported.returncode == 0, exported.stderr
     assert len(exported.stdout.splitlines()) > 10  # the 90 s run, every 5 s
+    # Process by process, only the machine's own are recorded (not JMeter's, not the other machine's),
+    # though the host's process table is shared: and all of its roles are.
+    _, columns, problem = pmrep_csv(str(evidence / "pcp" / machine), ["hotproc.psinfo.psargs"], step_s=5,
+                                    scale=False)
+    recorded = {v for values in columns.values() for v in values if isinstance(v, str) and v}
+    assert problem is None and all(f"/machines/{machine}/" in args for args in recorded), recorded
+    assert {"service", "httpd", "backend"} <= {role_of(args) for args in recorded}, recorded
     assert (evidence / "gc").glob("gc.log*") and any(p.stat().st_size for p in (evidence / "gc").glob("gc.log*"))
     assert "Started Application" in (evidence / "logs" / "app.log").read_text()
     events = json.loads((evidence / "events.json").read_text())

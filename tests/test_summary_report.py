@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from lab import load, report  # noqa: E402
 from lab.analysis import gclog, summary  # noqa: E402
 from lab.analysis.numbers import clock  # noqa: E402
-from lab.analysis.pcp import pcp_env  # noqa: E402
+from lab.analysis.pcp import pcp_env, pmrep_csv  # noqa: E402
 
 PCP_BIN = Path("/usr/lib/pcp/bin")
 PMDAS = Path("/var/lib/pcp/pmdas")
@@ -71,8 +71,9 @@ def _write_metrics(path: Path, busy: int) -> None:
     scratch.replace(path)
 
 
-def _start_pcp(pcp: Path, processes: list[Process], metrics_file: Path) -> int:
-    """A private pmcd on loopback with the linux, proc and openmetrics agents (as the lab's pcp role)."""
+def _start_pcp(pcp: Path, processes: list[Process], metrics_file: Path, machines_dir: Path) -> int:
+    """A private pmcd on loopback with the linux, proc and openmetrics agents (as the lab's pcp role),
+    whose proc agent reports one by one the processes whose command line holds machines_dir."""
     if not (PMNS / "stdpmid").exists():
         subprocess.run(["./Make.stdpmid"], cwd=PMNS, check=True, capture_output=True)
     for folder in ("run", "log", "var/config/pmda", "openmetrics"):
@@ -82,12 +83,17 @@ def _start_pcp(pcp: Path, processes: list[Process], metrics_file: Path) -> int:
                     str(PMNS / "root_linux"), str(PMNS / "root_proc"), str(pcp / "root_openmetrics"), str(pcp / "root")],
                    check=True, capture_output=True)
     (pcp / "openmetrics" / "app.url").write_text(f"file://{metrics_file}\n")
+    # hotproc.conf as the pcp role writes it (pcp_hotproc_predicate), found through PCP_PMDAS_DIR
+    (pcp / "pmdas" / "proc").mkdir(parents=True)
+    for help_file in ("help.dir", "help.pag"):
+        (pcp / "pmdas" / "proc" / help_file).symlink_to(PMDAS / "proc" / help_file)
+    (pcp / "pmdas" / "proc" / "hotproc.conf").write_text(f"psargs ~ /{str(machines_dir).replace('/', '.')}./\n")
     # The openmetrics agent keeps an instance cache under $PCP_VAR_DIR/config/pmda: a private one,
     # so this test never touches the host's (which the lab's machines use).
     (pcp / "pmcd.conf").write_text(
         f"pmcd\t2\tdso\tpmcd_init\t{PMDAS}/pmcd/pmda_pmcd.so\n"
         f"linux\t60\tpipe\tbinary\t{PMDAS}/linux/pmdalinux\n"
-        f"proc\t3\tpipe\tbinary\t{PMDAS}/proc/pmdaproc -d 3 -A\n"
+        f"proc\t3\tpipe\tbinary\t/usr/bin/env PCP_PMDAS_DIR={pcp / 'pmdas'} {PMDAS}/proc/pmdaproc -d 3 -A\n"
         f"openmetrics\t144\tpipe\tbinary notready\t/usr/bin/env PCP_VAR_DIR={pcp / 'var'} /usr/bin/python3 "
         f"{PMDAS}/openmetrics/pmdaopenmetrics.python -c {pcp / 'openmetrics'}\n")
     port = free_port()
@@ -102,6 +108,10 @@ def _start_pcp(pcp: Path, processes: list[Process], metrics_file: Path) -> int:
                               capture_output=True, text=True, env=pcp_env())
         return done.returncode == 0 and "value" in done.stdout
     wait_for(answers, 30, "pmcd answering with the openmetrics agent")
+    # The JVMs live 4 s: the hot set is re-evaluated every second here, not every 10 s as in the lab.
+    stored = subprocess.run(["pmstore", "-h", f"unix:{pcp / 'run' / 'pmcd.socket'}", "hotproc.control.refresh", "1"],
+                            capture_output=True, text=True, env=pcp_env(), timeout=30)
+    assert stored.returncode == 0, stored.stdout + stored.stderr
     return port
 
 
@@ -155,7 +165,7 @@ def build_real_run(base: Path, processes: list[Process]) -> Path:
     metrics_file = pcp_home / "metrics.prom"
     pcp_home.mkdir()
     _write_metrics(metrics_file, 0)
-    port = _start_pcp(pcp_home, processes, metrics_file)
+    port = _start_pcp(pcp_home, processes, metrics_file, run_dir / "machines")
     metrics = _lab_logger_metrics()
     loggers = [_start_pmlogger(pcp_home, processes, port, machines["default"] / "pcp" / "default", metrics),
                _start_pmlogger(pcp_home, processes, port, machines["tuned"] / "pcp" / "tuned", metrics + ["openmetrics"])]
@@ -386,6 +396,15 @@ def test_pcp_figures(real_run: Path, real_summary: dict) -> None:
         assert 10 * 1024 * 1024 < resources["proc_pss_max_bytes"] <= resources["proc_rss_max_bytes"]
         commands = set(resources["own_by_command"])             # the mock (python), the JVM, pmlogger
         assert "java" in commands and any(c.startswith("python") for c in commands), commands
+        # one by one, the archive holds the machines' processes only: not pytest's, not JMeter's
+        assert resources["process_metrics"] == "hotproc"
+        listing = subprocess.run(["pminfo", "-a", resources["archive"]], capture_output=True, text=True,
+                                 env=pcp_env(), check=True).stdout.split()
+        assert "hotproc.psinfo.psargs" in listing and "proc.psinfo.psargs" not in listing
+        _, columns, problem = pmrep_csv(resources["archive"], ["hotproc.psinfo.psargs"], scale=False)
+        recorded = {v for values in columns.values() for v in values if isinstance(v, str) and v}
+        assert problem is None and recorded
+        assert all(str(real_run / "machines") + "/" in args for args in recorded), recorded
         assert resources["load1_max"] is not None and resources["mem_used_max_bytes"] > 0
         pcp = series["machines"][machine]["pcp"]
         assert len(pcp["t"]) >= PROFILE.duration_s and len(pcp["proc_t"]) == len(pcp["proc_rss_bytes"]) == len(pcp["proc_pss_bytes"])

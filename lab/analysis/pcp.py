@@ -99,8 +99,8 @@ def _columns_of(columns: dict, metric: str) -> dict[str, list]:
 
 
 def _pid_of(column: str) -> str | None:
-    """'proc.memory.rss-020192 java' -> '020192'."""
-    found = re.match(r"^proc\.[\w.]+-(\d+) ", column)
+    """'hotproc.memory.rss-020192 java' (or proc.…, in archives from before hotproc) -> '020192'."""
+    found = re.match(r"^(?:hot)?proc\.[\w.]+-(\d+) ", column)
     return found.group(1) if found else None
 
 
@@ -117,10 +117,10 @@ def role_of(args: str) -> str:
     return next((role for role, marker in ROLES if marker in args), "other")
 
 
-def _cpu_by_role(pcolumns: dict, own: dict[str, str], in_window) -> dict[str, float | None]:
+def _cpu_by_role(pcolumns: dict, own: dict[str, str], in_window, family: str) -> dict[str, float | None]:
     """Mean CPU cores over the window of the machine's processes, by role (service, httpd, backend)."""
     rows: dict[str, list[list]] = {}
-    for metric in ("proc.psinfo.utime", "proc.psinfo.stime"):
+    for metric in (f"{family}.psinfo.utime", f"{family}.psinfo.stime"):
         for instance, values in _columns_of(pcolumns, metric).items():
             rows.setdefault(role_of(own.get(instance.split(" ", 1)[0], instance)), []).append(values)
     return {role: _mean(in_window(_sum_rows(columns))) for role, columns in sorted(rows.items())}
@@ -198,17 +198,21 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
     result["scope"] = ("host (shared by both machines on the local backend)" if backend == "local"
                        else "machine")
 
-    # The machine's own processes: on the local backend every host process is in the archive; the
-    # machine's have its folder (…/machines/<name>/) in their command line.
-    if {"proc.psinfo.psargs", "proc.psinfo.utime"} <= names:
-        times, columns, problem = pmrep_csv(archive, ["proc.psinfo.psargs"], step_s=PSARGS_STEP_S, scale=False)
+    # The machine's own processes: their command line holds its folder (…/machines/<name>/). The lab
+    # records only those (hotproc.*, the pcp role's pcp_hotproc_predicate); archives from before it
+    # recorded every process (proc.*), on the local backend the whole host's: filtered here alike.
+    family = next((f for f in ("hotproc", "proc") if {f"{f}.psinfo.psargs", f"{f}.psinfo.utime"} <= names), None)
+    if family:
+        result["process_metrics"] = family
+        times, columns, problem = pmrep_csv(archive, [f"{family}.psinfo.psargs"], step_s=PSARGS_STEP_S,
+                                            scale=False)
         if problem:
             result["problems"].append(problem)
         commands: dict[str, str] = {}
         for name, values in columns.items():
             args = next((v for v in reversed(values) if isinstance(v, str) and v), "")
-            if args and name.startswith("proc.psinfo.psargs-"):
-                commands[name[len("proc.psinfo.psargs-"):].split(" ", 1)[0]] = args
+            if args and name.startswith(f"{family}.psinfo.psargs-"):
+                commands[name[len(f"{family}.psinfo.psargs-"):].split(" ", 1)[0]] = args
         own: dict[str, str] = {}
         marker = None
         for marker in list(markers or []) + [f"/machines/{machine}/"]:
@@ -218,24 +222,24 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
         result["own_processes"] = len(own)
         if own:
             # Every process, filtered here: pmrep's -i drops instances that appear after the archive's start.
-            metrics = [m for m in ("proc.psinfo.utime", "proc.psinfo.stime", "proc.memory.rss", "proc.smaps.pss",
-                                   "proc.psinfo.threads") if m in names]
+            metrics = [f"{family}.{m}" for m in ("psinfo.utime", "psinfo.stime", "memory.rss", "smaps.pss",
+                                                 "psinfo.threads") if f"{family}.{m}" in names]
             ptimes, every, problem = pmrep_csv(archive, metrics)
             if problem:
                 result["problems"].append(problem)
             pcolumns = {name: values for name, values in every.items() if _pid_of(name) in own}
             if ptimes:
                 pcp["proc_t"] = [round(t - t0, 3) for t in ptimes]
-                cpu_columns = list(_columns_of(pcolumns, "proc.psinfo.utime").values()) + \
-                    list(_columns_of(pcolumns, "proc.psinfo.stime").values())
+                cpu_columns = list(_columns_of(pcolumns, f"{family}.psinfo.utime").values()) + \
+                    list(_columns_of(pcolumns, f"{family}.psinfo.stime").values())
                 pcp["proc_cpu_cores"] = _sum_rows(cpu_columns)
-                rss = _columns_of(pcolumns, "proc.memory.rss")
+                rss = _columns_of(pcolumns, f"{family}.memory.rss")
                 pcp["proc_rss_bytes"] = _sum_rows(list(rss.values()))
-                pss = _columns_of(pcolumns, "proc.smaps.pss")
+                pss = _columns_of(pcolumns, f"{family}.smaps.pss")
                 if pss:
                     pcp["proc_pss_bytes"] = _sum_rows(list(pss.values()))
                     result["proc_pss_max_bytes"] = max(_finite(pcp["proc_pss_bytes"]), default=None)
-                threads = _columns_of(pcolumns, "proc.psinfo.threads")
+                threads = _columns_of(pcolumns, f"{family}.psinfo.threads")
                 pcp["proc_threads"] = _sum_rows(list(threads.values()))
                 result["proc_cpu_cores_mean"] = _mean(in_window(ptimes, pcp["proc_cpu_cores"]))
                 result["proc_cpu_cores_max"] = max(in_window(ptimes, pcp["proc_cpu_cores"]), default=None)
@@ -248,7 +252,7 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
                     entry["processes"] += 1
                     entry["rss_max_bytes"] = max(entry["rss_max_bytes"], max(_finite(values), default=0.0))
                 result["own_by_command"] = by_command
-                result["cpu_cores_mean_by_role"] = _cpu_by_role(pcolumns, own, lambda v: in_window(ptimes, v))
+                result["cpu_cores_mean_by_role"] = _cpu_by_role(pcolumns, own, lambda v: in_window(ptimes, v), family)
         result["own_processes_marker"] = marker
 
     # The service's Prometheus metrics (openmetrics agent) and HTTPD's mod_status (apache agent).

@@ -200,13 +200,14 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
     if entry.get("capacity"):
         entry["capacity"]["at_knee"] = capacity.at_knee(entry["capacity"], series, events)
     peak = _number((events or {}).get("peak_memory_bytes"))
+    family = resources.get("process_metrics") or "proc"
     if resources.get("proc_pss_max_bytes") is not None:
         pcp_peak = {"peak_bytes": resources["proc_pss_max_bytes"],
-                    "source": "PCP: peak of the summed proc.smaps.pss (proportional set size) of the machine's "
+                    "source": f"PCP: peak of the summed {family}.smaps.pss (proportional set size) of the machine's "
                               "processes"}
     elif resources.get("proc_rss_max_bytes") is not None:
         pcp_peak = {"peak_bytes": resources["proc_rss_max_bytes"],
-                    "source": "PCP: peak of the summed proc.memory.rss of the machine's processes"}
+                    "source": f"PCP: peak of the summed {family}.memory.rss of the machine's processes"}
     elif resources.get("mem_used_max_bytes") is not None and backend != "local":
         pcp_peak = {"peak_bytes": resources["mem_used_max_bytes"], "source": "PCP: peak mem.util.used"}
     else:
@@ -220,7 +221,7 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
     entry["memory"]["pcp_source"] = pcp_peak["source"]
     if resources.get("proc_cpu_cores_mean") is not None:
         entry["cpu"] = {"mean_cores": resources["proc_cpu_cores_mean"], "max_cores": resources["proc_cpu_cores_max"],
-                        "source": "PCP: proc.psinfo.utime + stime of the machine's processes, over the load"}
+                        "source": f"PCP: {family}.psinfo.utime + stime of the machine's processes, over the load"}
     elif resources.get("host_cpu_cores_mean") is not None and backend != "local":
         entry["cpu"] = {"mean_cores": resources["host_cpu_cores_mean"], "max_cores": None,
                         "source": "PCP: kernel.all.cpu.user + sys, over the load"}

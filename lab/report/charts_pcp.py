@@ -11,8 +11,8 @@ from lab.report.plotting import XY, Chart, ChartContext, Line, combined, side_by
 
 def cpu(ctx: ChartContext) -> Chart:
     if ctx.local:
-        about = ("CPU used by the machine's own processes (proc.psinfo.utime + stime of the processes whose command "
-                 "line has machines/<name>/), in cores, from its PCP archive.")
+        about = ("CPU used by the machine's own processes (utime + stime of the processes whose command line "
+                 "has machines/<name>/), in cores, from its PCP archive.")
     else:
         about = "CPU used by the machine (kernel.all.cpu.user + sys), in cores, from its PCP archive."
 
@@ -37,10 +37,10 @@ def load(ctx: ChartContext) -> Chart:
 def memory(ctx: ChartContext) -> Chart:
     if any(ctx.series_of(m, "pcp", "proc_pss_bytes") for m in ctx.machines):
         about = ("Memory of the machine's own processes: the sum of their proportional set sizes "
-                 "(proc.smaps.pss), which splits a page shared by several processes among them, so it is "
+                 "(smaps.pss), which splits a page shared by several processes among them, so it is "
                  "counted once. From each machine's PCP archive.")
     elif ctx.local:
-        about = ("Resident memory of the machine's own processes (sum of proc.memory.rss), from its PCP archive. "
+        about = ("Resident memory of the machine's own processes (sum of memory.rss), from its PCP archive. "
                  "Pages shared between processes count once per process, so the sum overstates the machine's "
                  "use.")
     else:
