@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# camel-tuning-lab: ./start.sh [up|run|capacity|compare|status|down|jmeter] [--backend local|vagrant|ssh] ...   (./start.sh --help)
+# camel-tuning-lab: ./start.sh [up|run|capacity|ablate|compare|status|down|jmeter] [--backend local|vagrant|ssh] ...   (./start.sh --help)
 # Orchestration only: the lab/ Python package does the work, in the project's venv (it installs
 # what is missing first, then runs itself there).
 set -euo pipefail

@@ -15,7 +15,7 @@ from lab.progress import step
 
 # Commands that change the machines install what is missing first; the others only when the venv is.
 INSTALLING = {None, "up"}
-COMMANDS = ("up", "run", "capacity", "compare", "status", "down", "jmeter")
+COMMANDS = ("up", "run", "capacity", "ablate", "compare", "status", "down", "jmeter")
 
 
 def in_venv() -> bool:

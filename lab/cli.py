@@ -1,5 +1,5 @@
 """./start.sh's command line: parses the options and hands each command to its module (lifecycle:
-up and down; experiment: run; status)."""
+up and down; experiment: run; ablation: ablate; status)."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from lab import experiment, lifecycle, load, options, runfolder, status
+from lab.ablation import command as ablation_command
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose, manifest
@@ -54,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("capacity", parents=[common, options.capacity_options()],
                         help="each machine's capacity: arrivals stepped up until the SLO is missed, the report "
                              "with the latency-throughput curve and where each broke")
+    commands.add_parser("ablate", parents=[common, options.load_options(defaults=False), options.ablate_options()],
+                        help="which knob group bought what: the tuned machine walked from the default machine's "
+                             "knobs to its own one group at a time (ansible/knob-groups.yml), each configuration "
+                             f"measured with --repeat trials (default {options.ABLATION_REPEAT}) against the default "
+                             "machine; prints the plan and its duration first")
     compare_parser = commands.add_parser("compare", help="two saved runs side by side (a knob before and after): "
                                                          "./start.sh compare RUN_A RUN_B (run ids in runs/, or paths)")
     compare_parser.add_argument("run_a", metavar="RUN_A")
@@ -81,6 +87,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     try:
         # A bad option fails here, before anything starts.
         plan = options.experiment(args) if args.command in (None, "run", "capacity") else None
+        prepared = ablation_command.prepare(args) if args.command == "ablate" else None
         if args.backend is None:
             args.backend, args.inventory, why = lifecycle.default_backend(host)
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
@@ -92,6 +99,8 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             return show_status(backend, args.json)
         with host.busy(" ".join(["./start.sh", *argv])):
             host.check(args.command or "up", args.backend)      # again: another command may have ended meanwhile
+            if prepared is not None:
+                return ablation_command.run(backend, host, prepared)
             return _change(args, backend, host, plan)
     except LabError as error:
         print(f"start.sh: {error}", file=sys.stderr)

@@ -25,11 +25,13 @@ KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp
 
 
 def _knobs(backend: Backend, mode: dict) -> dict:
-    """Each machine's knobs as its roles get them (rendered, secrets masked; an A/A run's tuned machine with
-    the default one's); none if they cannot be read (the run goes on: the report says knobs.json has none)."""
+    """Each machine's knobs as its roles get them (rendered, secrets masked; an A/A run's or an ablation's tuned
+    machine with the extra vars it was given); none if they cannot be read (the run goes on: the report says
+    knobs.json has none)."""
     try:
+        # An A/A run's or an ablation's tuned machine: with the extra vars it was given
         return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, KNOB_PREFIXES,
-                              extra_vars={"tuned": aa.AS_DEFAULT} if mode.get("mode") == "aa" else None)
+                              extra_vars={"tuned": REPO / mode["tuned_knobs"]} if mode.get("tuned_knobs") else None)
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)
         info(f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}")
         return {}
@@ -94,9 +96,31 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
     return _finish(*_experiment(backend, profile, schedule, repeat, mode))
 
 
+def check_machines(backend: Backend) -> dict:
+    """What each machine runs (status), once both answer through HTTPD; StepFailed naming those that do not."""
+    with step("Checking both machines answer"):
+        observed = {name: status.observe(backend, name) for name in MACHINES}
+        down = [f"{name} ({m['url']} -> {m.get('http_status')})" for name, m in observed.items()
+                if m.get("http_status") != 200]
+        if down:
+            raise StepFailed(f"not answering: {', '.join(down)}; run ./start.sh up first")
+    return observed
+
+
+def measure(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int, folder: RunFolder,
+            mode: dict) -> dict:
+    """One experiment into a folder chosen by the caller (an ablation's configuration), summarised and
+    reported; returns how it ended ({"how": "completed"} or why not)."""
+    folder, measured = _experiment(backend, profile, schedule, repeat, mode, folder)
+    with step("Summarising and writing the report"):
+        _make_report(folder)
+    return measured.ended
+
+
 def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int,
-                mode: dict) -> tuple[RunFolder, _Measured]:
-    """The run up to its report: the placement, the machines checked, then one trial or several."""
+                mode: dict, folder: RunFolder | None = None) -> tuple[RunFolder, _Measured]:
+    """The run up to its report: the placement, the machines checked, then one trial or several (into
+    folder, else a new one in runs/)."""
     # As planned only where the machines really run on their CPUs (brought up before pinning, they do not).
     where = placement.for_backend(backend.name)
     where = placement.as_found(where, {name: backend.pinned_cpus(name) for name in MACHINES}) if where.dedicated \
@@ -106,17 +130,14 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
     info(f"placement: {where.note}" + ("" if placed["schedule_from"] == "--schedule" or where.dedicated
                                        else " (--schedule parallel loads both at once anyway)"))
     with interrupts.sigterm_as_interrupt():
-        with step("Checking both machines answer"):
-            observed = {name: status.observe(backend, name) for name in MACHINES}
-            down = [f"{name} ({m['url']} -> {m.get('http_status')})" for name, m in observed.items()
-                    if m.get("http_status") != 200]
-            if down:
-                raise StepFailed(f"not answering: {', '.join(down)}; run ./start.sh up first")
-            wiring = {name: manifest.read(name) for name in MACHINES}
-            load.check_targets({name: wiring[name].base_url for name in MACHINES}, wiring["default"].service_path)
+        observed = check_machines(backend)
+        wiring = {name: manifest.read(name) for name in MACHINES}
+        load.check_targets({name: wiring[name].base_url for name in MACHINES}, wiring["default"].service_path)
         with step("Preparing JMeter"):
             load.prepare()
-        folder = RunFolder.create()
+        if folder is None:
+            folder = RunFolder.create()
+        folder.root.mkdir(parents=True, exist_ok=True)
         info(f"run folder: {os.path.relpath(folder.root)}")
         setup = _Setup(backend, profile, schedule, wiring, observed, placed, mode, _knobs(backend, mode))
         if repeat == 1:

@@ -8,6 +8,7 @@ import argparse
 from dataclasses import dataclass, replace
 
 from lab import load, scenario
+from lab.analysis import steady
 from lab.errors import StepFailed
 from lab.paths import callers
 
@@ -66,6 +67,51 @@ def capacity_options() -> argparse.ArgumentParser:
     options.add_argument("--quick", action="store_true", default=unset, help="a smoke run: " + load.QUICK_STEPS.describe().replace("%", "%%"))
     _shared(options, defaults=False)
     return options
+
+
+def ablate_options() -> argparse.ArgumentParser:
+    """`ablate`'s own options, on top of run's load options."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--groups", default=argparse.SUPPRESS, metavar="NAME,NAME",
+                         help="ablate only these knob groups (ansible/knob-groups.yml; the others stay as the "
+                              "default machine has them): a shorter path")
+    options.add_argument("--resume", default=argparse.SUPPRESS, metavar="ABLATION",
+                         help="continue an interrupted ablation (its id in runs/, or its folder) as it was planned: "
+                              "configurations it measured are kept")
+    return options
+
+
+# Trials per configuration of an ablation, unless --repeat says otherwise: its intervals need several.
+ABLATION_REPEAT = 3
+
+
+def ablation(args: argparse.Namespace) -> Experiment:
+    """The load each configuration of an ablation gets: run's options, without what makes no sense there."""
+    for option in ("--aa", "--threshold"):
+        if _given(args, option):
+            raise StepFailed(f"{option} does not apply to ./start.sh ablate")
+    if _given(args, "--resume") is not None:
+        given = [option for option in ("--users", "--ramp", "--duration", "--think", "--quick", "--scenario",
+                                       "--schedule", "--repeat", "--groups") if _given(args, option)]
+        if given:
+            raise StepFailed(f"--resume continues an ablation as it was planned: {', '.join(given)} cannot change it")
+    chosen = experiment(args)
+    source = f"--scenario {chosen.scenario}" if chosen.scenario else "its options"
+    if not isinstance(chosen.profile, load.LoadProfile):
+        raise StepFailed(f"{source}: an open model; ablate measures a fixed load (a closed model: users), an open "
+                         "model's capacity per configuration is not built yet")
+    if chosen.limits:
+        raise StepFailed(f"{source}: thresholds do not apply to ./start.sh ablate")
+    if _given(args, "--repeat") is None and chosen.repeat == 1:
+        chosen = replace(chosen, repeat=ABLATION_REPEAT)
+    if chosen.repeat < 2:
+        raise StepFailed(f"--repeat {chosen.repeat}: an ablation needs 2 trials or more per configuration, for the "
+                         "intervals of each group's share")
+    settle = chosen.profile.duration_s - chosen.profile.ramp_s
+    if settle < steady.MIN_STEADY_S:
+        raise StepFailed(f"--duration {chosen.profile.duration_s} with --ramp {chosen.profile.ramp_s}: {settle} s after "
+                         f"the ramp-up, and a trial's ratio needs a steady state of {steady.MIN_STEADY_S} s at least")
+    return chosen
 
 
 @dataclass(frozen=True)

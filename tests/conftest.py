@@ -28,6 +28,14 @@ LOGBACK_TEMPLATE = REPO / "ansible" / "roles" / "camel_app" / "templates" / "log
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 
 
+@pytest.fixture()
+def host(tmp_path: Path):
+    """The host's lab record (owner, busy lock, A/A state) in tmp_path: a test touches no real lab."""
+    from lab.hostlab import HostLab
+    return HostLab(owner_file=tmp_path / "state" / "owner.json", busy_file=tmp_path / "busy.lock",
+                   checkout=REPO, legacy_file=tmp_path / "legacy.json")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,7 +4,6 @@ stood in for here (an A/A run on real machines is the end-to-end test's)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,16 +12,9 @@ from test_experiment import FakeBackend, _run_json, steps  # noqa: F401  (the fi
 from conftest import REPO
 from lab import aa, experiment, knobs, load, provision
 from lab.errors import StepFailed
-from lab.hostlab import HostLab
 from lab.provision import PlaybookResult
 
 pytestmark = pytest.mark.fast
-
-
-@pytest.fixture()
-def host(tmp_path: Path) -> HostLab:
-    return HostLab(owner_file=tmp_path / "state" / "owner.json", busy_file=tmp_path / "busy.lock",
-                   checkout=REPO, legacy_file=tmp_path / "legacy.json")
 
 
 @pytest.fixture()
@@ -49,7 +41,7 @@ def test_tuned_has_defaults_knobs_inside_and_its_own_after_even_when_interrupted
             aa.tuned_as_default(FakeBackend(), host):
         pass
     assert host.aa_pending()
-    with pytest.raises(StepFailed, match="still carries the default machine's knobs"):
+    with pytest.raises(StepFailed, match="still carries other knobs than its own from an A/A run or an ablation"):
         aa.refuse_if_pending(host)
 
 

@@ -3,11 +3,15 @@ extra vars, and the path, shares, leave-one-out losses and interactions computed
 measurements (additive groups, a dependency, and two groups that only work together)."""
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from lab import knobs
 from lab.ablation import groups as knob_groups
 from lab.analysis import ablation
@@ -53,6 +57,8 @@ def _files(tmp_path: Path, groups_text: str) -> tuple[Path, Path]:
     ("groups: {one: {variables: [a], needs: [two]}, two: {variables: [b, c], needs: [one]}}\n", "a cycle of needs"),
     ("groups: {one: {variables: [a, b, c], wants: [x]}}\n", "about, variables and needs only"),
     ("groups: [a, b]\n", "groups: a mapping"),
+    ("groups: {default: {variables: [a, b, c]}}\n", "groups.default: a group's name is lower-case letters"),
+    ("groups: {gc+heap: {variables: [a, b, c]}}\n", "groups.gc+heap: a group's name is lower-case letters"),
 ])
 def test_a_bad_group_file_is_refused_naming_the_group(tmp_path, text, message):
     path, host_vars = _files(tmp_path, text)
@@ -73,6 +79,16 @@ def _measure(effects, trials: int = 6, noise: float = 0.005):
     return measure
 
 
+def test_the_same_measurements_give_the_same_intervals_whatever_the_hash_seed():
+    code = ("import json; from test_ablation import GROUPS, _measure; from lab.analysis import ablation; "
+            "r = ablation.analyze(GROUPS, _measure(lambda c: 0.2 * ('gc' in c)), resamples=500); "
+            "print(json.dumps([row['share_interval'] for row in r['path']]))")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent,
+                           env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": f"{REPO}:{Path(__file__).parent}"}).stdout
+            for seed in ("1", "2", "3")}
+    assert len(runs) == 1, runs
+
+
 def test_additive_groups_get_their_share_and_the_rest_nothing():
     result = ablation.analyze(GROUPS, _measure(lambda c: 0.2 * ("gc" in c) + 0.1 * ("logging" in c)),
                               resamples=2000)
@@ -84,6 +100,13 @@ def test_additive_groups_get_their_share_and_the_rest_nothing():
     assert result["sentence"].startswith("gc and logging explain 100% of the gain")
     assert "changed nothing measurable" in result["sentence"]
     assert path[0]["loo_loss"] == pytest.approx(0.2, abs=0.01)
+
+
+def test_a_gain_that_cannot_be_told_from_noise_gets_no_shares():
+    result = ablation.analyze(GROUPS, _measure(lambda c: 0.0, noise=0.02), resamples=2000)
+    low, high = result["gain_interval"]
+    assert low <= 0 <= high
+    assert result["sentence"].startswith("The tuned machine's gain over the default machine's knobs is not measurable")
 
 
 def test_a_group_that_needs_another_comes_after_it_and_leaves_with_it():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,29 @@ def test_every_commands_help_prints(command: list[str], capsys) -> None:
         cli.main([*command, "--help"])
     assert ended.value.code == 0
     assert "usage: ./start.sh" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("module", ["lab.analysis", "lab.report"])
+def test_a_tool_given_no_run_folder_says_so_without_a_traceback(module: str, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", module, str(tmp_path / "nope")], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"{tmp_path / 'nope'}: no such run folder (runs are under" in result.stderr
+
+
+def test_without_a_venv_a_command_installs_what_the_lab_needs_first(tmp_path: Path) -> None:
+    # A tree without .venv whose install-deps makes one: `status` (which installs nothing once the venv is
+    # there) must install first, then run in it, not stop at a traceback.
+    venv = tmp_path / ".venv"
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "install-deps").write_text(
+        f"#!/bin/sh\nmkdir -p {venv}/bin\nprintf '#!/bin/sh\\necho ran: \"$@\"\\n' > {venv}/bin/python\n"
+        f"chmod +x {venv}/bin/python\necho installed\n")
+    (tmp_path / "tools" / "install-deps").chmod(0o755)
+    code = ("import sys; from pathlib import Path; from lab import bootstrap; "
+            f"bootstrap.VENV = Path({str(venv)!r}); bootstrap.REPO = Path({str(tmp_path)!r}); "
+            "bootstrap.enter_venv(['status'])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Installing what the lab needs" in result.stderr and "installed" in result.stdout
+    assert result.stdout.strip().endswith("ran: -m lab status")

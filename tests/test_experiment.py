@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -196,6 +198,21 @@ def test_an_interrupt_outside_the_load_leaves_a_run_that_says_where_it_stopped(s
     assert ended["ended"] == {"how": "interrupted", "during": during} and ended["interrupted"]
     assert steps["recording"] == set(), "PCP's logger left recording"
     assert (steps["run"] / "report" / "index.html").is_file()
+
+
+def test_a_sigterm_outside_the_load_leaves_a_run_that_says_where_it_stopped(steps):
+    # A real SIGTERM to this process while the evidence is collected (as `kill` or a CI's timeout sends it)
+    class Sigterm(Exception):
+        def __init__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)                   # the handler raises before this ends
+            raise AssertionError("SIGTERM did not interrupt the run")
+    steps["fail"]["collect default"] = Sigterm
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 130
+    ended = _run_json(steps)
+    assert ended["ended"] == {"how": "interrupted", "during": "collecting the evidence"} and ended["interrupted"]
+    assert steps["recording"] == set() and (steps["run"] / "report" / "index.html").is_file()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL        # the run's handler is gone after it
 
 
 def test_an_error_mid_run_is_a_message_and_the_run_says_so(steps):

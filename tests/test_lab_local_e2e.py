@@ -8,7 +8,9 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -167,6 +169,20 @@ def test_httpds_access_log_goes_through_rotatelogs(status, machine):
     before = log.stat().st_size if log.exists() else 0
     assert http_get(status["machines"][machine]["url"], timeout=30)[0] == 200
     wait_for(lambda: log.exists() and log.stat().st_size > before, timeout=10, what="a line in the access log")
+
+
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_root_writes_only_where_the_service_account_cannot_and_dumps_are_its_own(status, machine):
+    import pwd
+    home = LocalBackend().home(machine)
+    service = pwd.getpwnam("camellab").pw_uid
+    # supervisord (root) appends the processes' output in logs/: root's, not the service account's to replace
+    logs = (home / "logs").stat()
+    assert logs.st_uid == 0 and not logs.st_mode & 0o022, oct(logs.st_mode)
+    assert all(p.stat().st_uid == 0 for p in (home / "logs").iterdir() if not p.is_symlink())
+    # heap dumps and hs_err files hold the heap, the AJP secret with it: the service account's only
+    dumps = (home / "app" / "dumps").stat()
+    assert dumps.st_uid == service and stat.S_IMODE(dumps.st_mode) == 0o700, oct(dumps.st_mode)
 
 
 def test_pmcd_waits_for_an_agent_that_starts_slowly(status, tmp_path):
@@ -438,6 +454,68 @@ def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_
     assert any("default: camel-app exited at" in sentence for sentence in summary["what_happened"])
     assert summary["machines"]["tuned"]["load"]["samples"] > 0
     assert json.loads((run_dir / "machines" / "tuned" / "events.json").read_text())["process_exits"] == []
+
+
+def test_a_quick_ablation_gives_the_tuned_machine_each_configuration_and_resumes_after_ctrl_c(quick_run, tmp_path):
+    argv = ["ablate", "--groups", "httpd_mpm,gc_heap", "--users", "10", "--ramp", "4", "--duration", "60",
+            "--repeat", "2", "--schedule", "parallel"]
+    previous = (REPO / "runs" / "latest").resolve()
+    log = tmp_path / "ablate.err"
+    with log.open("w") as sink:
+        # SIGINT as a terminal's Ctrl-C delivers it, even if this test inherited it ignored
+        first = subprocess.Popen([str(REPO / "start.sh"), *argv], stdout=subprocess.DEVNULL, stderr=sink,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 900
+        while True:     # Ctrl-C once the first configuration is measured, while the next is loaded
+            assert time.monotonic() < deadline and first.poll() is None, \
+                f"the first configuration never ended: {log.read_text()[-3000:]}"
+            root = (REPO / "runs" / "latest").resolve()
+            done = [p.parent for p in root.glob("configs/*/summary.json")] if root != previous else []
+            loading = [p for p in root.glob("configs/*/trials/1/jmeter/tuned/results.csv")
+                       if done and done[0] not in p.parents]
+            if loading:
+                break
+            time.sleep(1)
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=600)
+    finally:
+        if first.poll() is None:    # never leave it loading (nor the tuned machine on a configuration's knobs)
+            first.send_signal(signal.SIGINT)
+            try:
+                first.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                first.kill()
+    stderr = log.read_text()
+    assert first.returncode == 130, stderr[-3000:]
+    assert "Ablation of 2 knob groups: httpd_mpm, gc_heap" in stderr
+    assert "at most 4 configurations" in stderr and f"./start.sh ablate --resume {root.name} continues it" in stderr
+    kept = done[0]
+    kept_run = json.loads((kept / "run.json").read_text())
+    observed = json.loads(start("status", "--json", timeout=120).stdout)["machines"]["tuned"]["observed"]
+    assert observed["gc"] == "G1" and observed["httpd_mpm"] == "worker"     # its own knobs back after Ctrl-C
+
+    result = start("ablate", "--resume", root.name, timeout=1800)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert json.loads((kept / "run.json").read_text()) == kept_run           # measured once, kept as it was
+    assert list((root / "interrupted").iterdir()), "the configuration cut short is kept aside"
+    configs = {p.name for p in (root / "configs").iterdir()}
+    assert configs == {"default", "httpd_mpm", "gc_heap", "gc_heap+httpd_mpm"}
+    for name in configs:
+        # what status saw on the tuned machine when its configuration was measured
+        seen = json.loads((root / "configs" / name / "status.json").read_text())["machines"]["tuned"]["observed"]
+        assert seen["httpd_mpm"] == ("worker" if "httpd_mpm" in name else "prefork"), (name, seen)
+        assert seen["gc"] == ("G1" if "gc_heap" in name else "Serial"), (name, seen)
+        assert seen["proxy_protocol"] == "http" and seen["async_logging"] is False, (name, seen)
+        summary = json.loads((root / "configs" / name / "summary.json").read_text())
+        assert [t["number"] for t in summary["trials"]] == [1, 2] and all(t["ratio"] for t in summary["trials"])
+    analysis = json.loads((root / "ablation.json").read_text())["analysis"]
+    assert {row["group"] for row in analysis["path"]} == {"httpd_mpm", "gc_heap"} and analysis["sentence"]
+    assert analysis["sentence"] in result.stderr and f"Report: {root}/report/index.html" in result.stderr
+    html = (root / "report" / "index.html").read_text()
+    assert 'id="chart-waterfall"' in html and html.count('href="../configs/') == 4
+    observed = json.loads(start("status", "--json", timeout=120).stdout)["machines"]["tuned"]["observed"]
+    assert observed["gc"] == "G1" and observed["httpd_mpm"] == "worker" and observed["proxy_protocol"] == "ajp"
 
 
 def test_a_jvm_crash_leaves_its_error_log_where_the_run_collects_it(status, tmp_path):

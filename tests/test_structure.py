@@ -190,3 +190,22 @@ def test_with_errors_the_headline_compares_what_was_answered_well() -> None:
                                                 errors=0)
     assert "  tuned/default requests answered without error, per second: 2.00x (300.0 req/s vs 150.0 req/s)" \
         in headline(summary)
+
+
+@pytest.mark.parametrize("name, content, problem", [
+    ("machines/default/events.json", {"process_exits": "boom", "oom_kills": "x", "peak_memory_bytes": [1]},
+     "default: events: machines/default/events.json: oom_kills, peak_memory_bytes, process_exits not as the lab "
+     "writes them (left out)"),
+    ("machines/default/events.json", {"process_exits": ["not an exit"], "oom_kills": 0},
+     "process_exits not as the lab writes them (left out)"),
+    ("status.json", {"machines": ["default"]}, "status: status.json's machines is a list, not a mapping (left out)"),
+    ("status.json", {"machines": {"default": {"observed": "G1"}}},
+     "status: status.json's machines.default is not as the lab writes it (left out)"),
+])
+def test_an_input_of_an_unexpected_shape_is_left_out_and_said_not_a_traceback(stored_run: Path, name, content,
+                                                                              problem) -> None:
+    from lab.analysis.summary import summarize
+    (stored_run / name).write_text(json.dumps(content))
+    summary = summarize(stored_run, write=False, use_gcviewer=False)
+    assert any(problem in p for p in summary["problems"]), summary["problems"]
+    assert summary["machines"]["default"]["load"]["samples"] > 0          # the rest is still summarised

@@ -87,7 +87,7 @@ def _start_pcp(pcp: Path, processes: list[Process], metrics_file: Path, machines
     (pcp / "pmdas" / "proc").mkdir(parents=True)
     for help_file in ("help.dir", "help.pag"):
         (pcp / "pmdas" / "proc" / help_file).symlink_to(PMDAS / "proc" / help_file)
-    (pcp / "pmdas" / "proc" / "hotproc.conf").write_text(f"psargs ~ /{str(machines_dir).replace('/', '.')}./\n")
+    (pcp / "pmdas" / "proc" / "hotproc.conf").write_text(f"psargs ~ /{re.sub(r'[^A-Za-z0-9_-]', '.', str(machines_dir))}./\n")
     # The openmetrics agent keeps an instance cache under $PCP_VAR_DIR/config/pmda: a private one,
     # so this test never touches the host's (which the lab's machines use).
     (pcp / "pmcd.conf").write_text(

@@ -89,12 +89,15 @@ def test_install_deps_installs_a_missing_package_and_keeps_apts_messages_but_not
         (fakes, "apt-get", f'echo "$*" >> {tmp_path}/apt.log\n[ "$1" = install ] || exit 0\n'
                            'echo "debconf: delaying package configuration, since apt-utils is not installed" >&2\n'
                            'echo "W: a warning the user should see" >&2\n'),
-        (venv_bin, "python", "exit 0\n"), (venv_bin, "pip", "exit 0\n"),
+        (venv_bin, "python", "exit 0\n"), (venv_bin, "pip", f'echo "$*" >> {tmp_path}/pip.log\n'),
     ]:
         _fake_tool(folder, name, script)
     result = subprocess.run([str(tmp_path / "tools" / "install-deps")], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"})
     assert result.returncode == 0, result.stderr
+    # the lock is installed with its hashes checked, and nothing it does not name
+    pip_installs = [line for line in (tmp_path / "pip.log").read_text().splitlines() if line.startswith("install")]
+    assert pip_installs == [f"install -q --require-hashes --no-deps --requirement={tmp_path / 'requirements.txt'}"]
     installs = [line for line in (tmp_path / "apt.log").read_text().splitlines() if line.startswith("install")]
     assert len(installs) == 1 and "openjdk-17-jdk-headless" in installs[0] and "supervisor" in installs[0]
     assert "W: a warning the user should see" in result.stderr

@@ -2,6 +2,7 @@
 configuration (a set of groups) as the extra vars that give the tuned machine exactly those groups."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,9 @@ def load(path: Path = GROUPS_FILE, host_vars: Path = HOST_VARS) -> dict[str, Gro
     owner: dict[str, str] = {}
     for name, spec in raw.items():
         where = f"{path}: groups.{name}"
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name == "default":
+            raise StepFailed(f"{where}: a group's name is lower-case letters, digits and _ (and not 'default', the "
+                             "configuration without any group)")
         if not isinstance(spec, dict) or set(spec) - {"about", "variables", "needs"}:
             raise StepFailed(f"{where}: about, variables and needs only")
         variables = spec.get("variables")

@@ -75,8 +75,9 @@ def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPL
     path = forward_path(groups, measured)
     loo = leave_one_out(groups)
     rng = numpy.random.default_rng(SEED)
-    draws = {config: resampled_means(measured(config), rng, resamples)
-             for config in {none, everything, *(frozenset(s["config"]) for s in path), *loo.values()}}
+    # in a fixed order: the same measurements always give the same intervals (a set's order varies by run)
+    configs = sorted({none, everything, *(frozenset(s["config"]) for s in path), *loo.values()}, key=sorted)
+    draws = {config: resampled_means(measured(config), rng, resamples) for config in configs}
     total = draws[everything] - draws[none]
 
     def interval(samples: numpy.ndarray) -> tuple[float, float]:
@@ -107,7 +108,7 @@ def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPL
     return {"default": round(default_mean, 6), "tuned": round(tuned_mean, 6),
             "gain": round(tuned_mean - default_mean, 6), "gain_interval": interval(total), "path": rows,
             "configurations": {",".join(sorted(c)) or "(default)": v for c, v in cache.items()},
-            "sentence": sentence(rows), "interacting": [r["group"] for r in rows if r["interacts"]],
+            "sentence": sentence(rows, interval(total)), "interacting": [r["group"] for r in rows if r["interacts"]],
             "basis": f"forward greedy path and leave-one-out (Fawcett & Hoos 2016); 95% intervals by a percentile "
                      f"bootstrap, each configuration's trials resampled on their own, {resamples:,} resamples"}
 
@@ -117,8 +118,13 @@ def _finite_mean(values: numpy.ndarray) -> float | None:
     return round(float(finite.mean()), 6) if len(finite) else None
 
 
-def sentence(rows: list[dict]) -> str:
-    """One sentence from the data: the groups that explain most of the gain, and those that changed nothing."""
+def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None) -> str:
+    """One sentence from the data: the groups that explain most of the gain, and those that changed nothing.
+    A whole gain whose interval holds 0 has no shares to give: said instead."""
+    if gain_interval is not None and gain_interval[0] <= 0 <= gain_interval[1]:
+        return (f"The tuned machine's gain over the default machine's knobs is not measurable here (95% interval "
+                f"{gain_interval[0]:+.3f} to {gain_interval[1]:+.3f}, tuned ÷ default): no group's share of it can be "
+                "told.")
     ranked = sorted((r for r in rows if r["measurable"] and r["share"] is not None), key=lambda r: -r["share"])
     leading, explained = [], 0.0
     for row in ranked:

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.analysis import capacity, gclog, thresholds, verdict
+from lab.analysis import capacity, gclog, inputs, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -63,7 +63,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     if not folder.root.is_dir():
         raise FileNotFoundError(f"no run folder {folder.root}")
     run = folder.read_json(folder.run_json, problems, "run") or {}
-    status = folder.read_json(folder.status_json, problems, "status")
+    status = inputs.status_shape(folder.read_json(folder.status_json, problems, "status"), problems)
     knobs = folder.read_json(folder.knobs_json, problems, "knobs")
     profile = run.get("profile") if isinstance(run.get("profile"), dict) else {}
     ramp_s = _number(profile.get("ramp_s")) or 0.0
@@ -187,7 +187,7 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
     if not resources.get("archive"):
         missing.append(f"no PCP archive (machines/{machine}/pcp/)")
 
-    events, event_problem = _read_events(folder, machine)
+    events, event_problem = inputs.read_events(folder, machine)
     entry["events"] = events
     if event_problem:
         missing.append(event_problem)
@@ -263,12 +263,6 @@ def _step_load(run: dict) -> StepLoad | None:
         return None
 
 
-def _read_events(folder: RunFolder, machine: str) -> tuple[dict | None, str | None]:
-    problems: list[str] = []
-    events = folder.read_json(folder.events_json(machine), problems, "events")
-    return events, (problems[0] if problems else None)
-
-
 def _measured_capacity(machine: dict) -> float | None:
     """A capacity run's capacity, when it was found (a lower bound, or none, gives no ratio)."""
     found = machine.get("capacity") or {}
@@ -309,6 +303,12 @@ STEADY_KEYS = {"throughput_rps", "good_throughput_rps", "error_rate", "p50_ms", 
                "max_ms", "first_byte_p95_ms", "connect_p95_ms", "connect_max_ms"}
 
 
+def _same_measure(a: str | None, b: str | None) -> bool:
+    """Two PCP memory sources measure alike: hotproc.* is proc.* for the machine's own processes only (a lab
+    provisioned before hotproc, then one machine again, records one of each)."""
+    return a is not None and (a or "").replace("hotproc.", "proc.") == (b or "").replace("hotproc.", "proc.")
+
+
 def _comparison(machines: dict) -> list[dict]:
     default, tuned = machines.get("default") or {}, machines.get("tuned") or {}
     unsettled = [name for name, m in (("default", default), ("tuned", tuned))
@@ -328,7 +328,7 @@ def _comparison(machines: dict) -> list[dict]:
             if ma.get("events_peak_bytes") is not None and mb.get("events_peak_bytes") is not None:
                 row.update(default=ma["events_peak_bytes"], tuned=mb["events_peak_bytes"], source=MEMORY_EVENTS_SOURCE)
             elif ma.get("pcp_peak_bytes") is not None and mb.get("pcp_peak_bytes") is not None \
-                    and ma.get("pcp_source") == mb.get("pcp_source"):
+                    and _same_measure(ma.get("pcp_source"), mb.get("pcp_source")):
                 row.update(default=ma["pcp_peak_bytes"], tuned=mb["pcp_peak_bytes"], source=ma["pcp_source"])
             else:
                 if a is not None and b is not None:

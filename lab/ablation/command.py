@@ -1,0 +1,97 @@
+"""./start.sh ablate, from its options to where to look: everything checked before anything starts, the
+plan and its estimated duration printed, then the ablation (lab/ablation/run.py) and its report."""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from dataclasses import dataclass
+
+from lab import experiment, load, options, runfolder
+from lab.ablation import groups as knob_groups
+from lab.ablation.groups import Group
+from lab.ablation.run import Ablation, Plan, ablate, chosen_groups, describe
+from lab.errors import LabError, StepFailed
+from lab.hostlab import HostLab
+from lab.machines.protocol import Backend
+from lab.progress import info
+
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: Plan
+    every: dict[str, Group]
+    resume: Ablation | None
+
+
+def prepare(args: argparse.Namespace) -> Prepared:
+    """The ablation the options ask for (or the one --resume names), checked; nothing started yet."""
+    every = knob_groups.load()
+    typed = getattr(args, "resume", None)
+    if typed is not None:
+        options.ablation(args)                          # refuses options that would change the plan
+        ablation = Ablation.resume(typed)
+        record = ablation.record()
+        plan = Plan.from_json(record["plan"])
+        stored = {name: (tuple(spec.get("variables") or ()), tuple(spec.get("needs") or ()))
+                  for name, spec in (record.get("groups") or {}).items()}
+        changed = [name for name in plan.groups
+                   if name not in every or (every[name].variables, every[name].needs) != stored.get(name)]
+        if changed:
+            raise StepFailed(f"--resume {typed}: the knob group(s) {', '.join(changed)} changed in "
+                             f"{knob_groups.GROUPS_FILE.name} since the ablation started; its measurements would "
+                             "mix two definitions (start a new ablation)")
+        if record.get("knobs_sha256") != knobs_sha256():
+            raise StepFailed(f"--resume {typed}: ansible/host_vars/default.yml or tuned.yml changed since the ablation "
+                             "started; its measurements would mix two tunings (start a new ablation)")
+        backend = getattr(args, "backend", None)
+        if backend and record.get("backend") and backend != record["backend"]:
+            raise StepFailed(f"--resume {typed} --backend {backend}: the ablation measured the {record['backend']} "
+                             "backend's machines")
+        return Prepared(plan, every, ablation)
+    chosen = options.ablation(args)
+    assert isinstance(chosen.profile, load.LoadProfile)
+    plan = Plan(chosen_groups(every, getattr(args, "groups", None)), chosen.profile, chosen.schedule, chosen.repeat)
+    # room for one configuration now (each is checked again before it starts)
+    runfolder.check_free_space(load.run_folder_bytes(plan.profile) * plan.repeat)
+    return Prepared(plan, every, None)
+
+
+def knobs_sha256() -> str:
+    """Both machines' knobs, as files: an ablation resumes only on the tuning it started with."""
+    digest = hashlib.sha256()
+    for path in (knob_groups.HOST_VARS / "default.yml", knob_groups.HOST_VARS / "tuned.yml"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
+    from lab.report import ablation_page  # matplotlib: only once there is something to draw
+
+    plan, every = prepared.plan, prepared.every
+    groups = {name: every[name] for name in plan.groups}
+    finished = prepared.resume is not None and (prepared.resume.record().get("analysis") or None)
+    if finished:
+        info(f"{prepared.resume.root} is a finished ablation: its report is written again")
+        result = finished
+        ablation = prepared.resume
+    else:
+        for line in describe(plan, groups):
+            print(line, file=sys.stderr)
+        experiment.check_machines(backend)      # before the folder: a lab that is down leaves nothing behind
+        ablation = prepared.resume or Ablation.create(plan, groups, backend=backend.name, knobs_sha256=knobs_sha256())
+        info(f"ablation folder: {ablation.root}" + (" (resumed: measured configurations are kept)"
+                                                     if prepared.resume else ""))
+        try:
+            result = ablate(backend, host, ablation, plan, every)
+        except KeyboardInterrupt:
+            print(f"\nInterrupted: what was measured is kept. ./start.sh ablate --resume {ablation.root.name} "
+                  "continues it.", file=sys.stderr)
+            return 130
+        except LabError as error:
+            raise StepFailed(f"{error}. What was measured is kept: ./start.sh ablate --resume {ablation.root.name} "
+                             "continues it") from error
+    page = ablation_page.render(ablation)
+    print(f"\n{result['sentence']}", file=sys.stderr)
+    print(f"\nAblation folder: {ablation.root}\nReport: {page}", file=sys.stderr)
+    return 0

@@ -1,0 +1,218 @@
+"""./start.sh ablate: the tuned machine walked from the default machine's knobs to its own, one knob group
+at a time (lab/analysis/ablation.py chooses the path as it goes), each configuration measured as a
+repeated run against the untouched default machine (figure: tuned ÷ default throughput per trial).
+
+The ablation's folder (runs/<id>/) holds ablation.json (the plan, then the analysis), knobs/<config>.yml
+(the extra vars that made each configuration) and configs/<config>/ (each configuration's run folder,
+trials, summaries and report). A configuration whose run folder says it completed is never measured
+again: `--resume <id>` continues an interrupted ablation from there."""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from lab import aa, experiment, interrupts, load, runfolder
+from lab.ablation import groups as knob_groups
+from lab.ablation.groups import Group
+from lab.analysis import ablation as analysis
+from lab.errors import StepFailed
+from lab.hostlab import HostLab
+from lab.machines.protocol import Backend
+from lab.paths import callers
+from lab.progress import info
+from lab.runfolder import RUNS, RunFolder
+
+ABLATION_JSON = "ablation.json"
+# Rough costs on top of the load, for the estimate printed before it starts (measured on the local
+# backend: a playbook run that changes one group about 40 s; a trial's evidence and report about 30 s).
+PROVISION_S = 45
+TRIAL_OVERHEAD_S = 30
+
+
+@dataclass(frozen=True)
+class Plan:
+    groups: tuple[str, ...]         # the groups ablated, in the file's order
+    profile: load.LoadProfile
+    schedule: str | None
+    repeat: int
+
+    def as_json(self) -> dict:
+        return {"groups": list(self.groups), "profile": asdict(self.profile), "schedule": self.schedule,
+                "repeat": self.repeat}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Plan:
+        return cls(tuple(data["groups"]), load.LoadProfile(**data["profile"]), data.get("schedule"),
+                   int(data["repeat"]))
+
+
+def chosen_groups(every: dict[str, Group], typed: str | None) -> tuple[str, ...]:
+    """--groups as typed (comma separated), checked: known names, their needs among them."""
+    if typed is None:
+        return tuple(every)
+    names = [name.strip() for name in typed.split(",") if name.strip()]
+    unknown = [name for name in names if name not in every]
+    if unknown or not names:
+        raise StepFailed(f"--groups {typed}: {', '.join(unknown) or 'no group named'}: the groups are "
+                         f"{', '.join(every)} ({knob_groups.GROUPS_FILE.name})")
+    for name in names:
+        missing = [need for need in every[name].needs if need not in names]
+        if missing:
+            raise StepFailed(f"--groups {typed}: {name} needs {', '.join(missing)}: add it")
+    return tuple(name for name in every if name in names)
+
+
+def configurations_at_most(groups: dict[str, Group]) -> int:
+    """How many configurations the ablation may measure: the default, each forward step's candidates
+    (n, then n-1, ...) and the leave-one-out set, many of them shared."""
+    n = len(groups)
+    return min(2 ** n, 1 + n * (n + 1) // 2 + n)
+
+
+def estimate_s(plan: Plan, configurations: int) -> float:
+    """At most (the placement's schedule counted as one machine after the other)."""
+    per_trial = plan.profile.duration_s * (1 if plan.schedule == "parallel" else 2) + TRIAL_OVERHEAD_S
+    return configurations * (PROVISION_S + plan.repeat * per_trial)
+
+
+def describe(plan: Plan, groups: dict[str, Group]) -> list[str]:
+    at_most = configurations_at_most(groups)
+    hours = estimate_s(plan, at_most) / 3600
+    schedule = {"parallel": ", both machines at once", "sequential": " per machine, one after the other",
+                None: ", in the placement's schedule"}[plan.schedule]
+    return [f"Ablation of {len(groups)} knob group{'s' if len(groups) != 1 else ''}: {', '.join(groups)}",
+            f"  at most {at_most} configurations (the greedy forward path and leave-one-out share many) x "
+            f"{plan.repeat} trials x {plan.profile.describe()}{schedule}",
+            f"  about {hours:.1f} h at most (provisioning and reports included); an interrupted ablation "
+            "continues with --resume"]
+
+
+def key(config: frozenset[str]) -> str:
+    return "+".join(sorted(config)) or "default"
+
+
+class Ablation:
+    """An ablation's folder, and each configuration's measurement in it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.file = root / ABLATION_JSON
+
+    @classmethod
+    def create(cls, plan: Plan, groups: dict[str, Group], runs: Path | None = None, **facts) -> Ablation:
+        """A new ablation's folder in runs/; facts (its backend, its knobs' hash) are kept for --resume."""
+        folder = RunFolder.create(runs or RUNS)
+        ablation = cls(folder.root)
+        RunFolder.write_json(ablation.file, {"kind": "ablation", "plan": plan.as_json(), "started_at": time.time(),
+                                             "groups": {n: asdict(g) for n, g in groups.items()}, **facts})
+        return ablation
+
+    @classmethod
+    def resume(cls, typed: str, runs: Path | None = None) -> Ablation:
+        """The ablation a user named: its folder (from where they ran ./start.sh), else its id in runs/."""
+        runs = runs or RUNS
+        for root in (callers(typed), runs / typed):
+            if (root / ABLATION_JSON).is_file():
+                return cls(root.resolve())
+        raise StepFailed(f"--resume {typed}: no ablation there (no {ABLATION_JSON} in {typed} nor in {runs / typed})")
+
+    def record(self) -> dict:
+        return RunFolder(self.root).read_json(self.file, [], "ablation") or {}
+
+    def update(self, **fields) -> None:
+        RunFolder.write_json(self.file, {**self.record(), **fields})
+
+    def config_folder(self, config: frozenset[str]) -> RunFolder:
+        return RunFolder(self.root / "configs" / key(config))
+
+    def completed(self, config: frozenset[str]) -> bool:
+        """Measured to its end, with a figure from enough trials (else it is measured again on --resume)."""
+        folder = self.config_folder(config)
+        run = folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None
+        return bool(run) and (run.get("ended") or {}).get("how") == "completed" and len(self._ratios(config)) >= 2
+
+    def _ratios(self, config: frozenset[str]) -> list[float]:
+        folder = self.config_folder(config)
+        summary = (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file() else None) or {}
+        return [t["ratio"] for t in summary.get("trials") or [] if isinstance(t.get("ratio"), (int, float))]
+
+    def figures(self, config: frozenset[str]) -> list[float]:
+        """The tuned ÷ default throughput of each trial of a measured configuration (2 at least)."""
+        ratios = self._ratios(config)
+        if len(ratios) < 2:
+            raise StepFailed(f"configuration {key(config)}: {len(ratios)} of its trials gave a throughput ratio (a "
+                             f"ratio needs both machines to reach a steady state: see "
+                             f"{self.config_folder(config).report_html}); a longer --duration settles more surely")
+        return ratios
+
+    def set_aside(self, config: frozenset[str]) -> None:
+        """A configuration cut short: its folder kept under interrupted/, measured anew."""
+        folder = self.config_folder(config)
+        if folder.root.exists():
+            aside = self.root / "interrupted" / f"{key(config)}-{time.strftime('%Y%m%d-%H%M%S')}"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(folder.root, aside)
+            info(f"{key(config)}: its earlier measurement (cut short, or without enough ratios) is kept in {aside}; "
+                 "measuring it again")
+
+    def write_knobs(self, config: frozenset[str], every: dict[str, Group]) -> Path:
+        path = self.root / "knobs" / f"{key(config)}.yml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        chosen = knob_groups.extra_vars(every, config)
+        RunFolder(self.root).write_text(path, f"# {key(config)}: the tuned machine's knobs for this configuration "
+                                              "(ansible-playbook --extra-vars)\n" + yaml.safe_dump(chosen))
+        return path
+
+
+def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, every: dict[str, Group]) -> dict:
+    """Measures the path and the leave-one-out set (what is not measured yet), then analyses them into
+    ablation.json. The tuned machine gets its own knobs back however it ends."""
+    groups = {name: every[name] for name in plan.groups}
+    with interrupts.sigterm_as_interrupt(), aa.tuned_with(backend, host, None) as give:
+        def measure(config: frozenset[str]) -> list[float]:
+            if ablation.completed(config):
+                return ablation.figures(config)
+            runfolder.check_free_space(load.run_folder_bytes(plan.profile) * plan.repeat, ablation.root.parent)
+            ablation.set_aside(config)
+            knobs_file = ablation.write_knobs(config, every)
+            give(knobs_file, f"configuration {key(config)}")
+            info(f"measuring configuration {key(config)} ({plan.repeat} trials)")
+            ended = experiment.measure(backend, plan.profile, plan.schedule, plan.repeat,
+                                       ablation.config_folder(config),
+                                       {"mode": "ablation", "configuration": sorted(config), "thresholds": {},
+                                        "tuned_knobs": str(knobs_file)})
+            if ended["how"] == "interrupted":
+                raise KeyboardInterrupt
+            if ended["how"] != "completed":
+                raise StepFailed(f"configuration {key(config)}: the run {ended['how']} during {ended.get('during')}"
+                                 + (f": {ended['error']}" if ended.get("error") else ""))
+            return ablation.figures(config)
+
+        result = analysis.analyze(groups, measure)
+    result["costs"] = {name: costs(ablation.config_folder(frozenset() if name == "(default)" else frozenset(name.split(","))))
+                       for name in result["configurations"]}
+    ablation.update(analysis=result, ended_at=time.time())
+    return result
+
+
+def costs(folder: RunFolder) -> dict:
+    """The tuned machine's cost in a configuration, over its trials: peak memory and CPU time per request."""
+    peaks, per_request = [], []
+    for trial in folder.trials():
+        summary = trial.read_json(trial.summary_json, [], "summary") or {}
+        tuned = (summary.get("machines") or {}).get("tuned") or {}
+        peak = (tuned.get("memory") or {}).get("peak_bytes")
+        cores = (tuned.get("cpu") or {}).get("mean_cores")
+        rps = (tuned.get("load") or {}).get("throughput_rps")
+        if isinstance(peak, (int, float)):
+            peaks.append(peak)
+        if isinstance(cores, (int, float)) and isinstance(rps, (int, float)) and rps > 0:
+            per_request.append(cores / rps * 1000)
+    return {"peak_memory_bytes": max(peaks) if peaks else None,
+            "cpu_ms_per_request": round(sum(per_request) / len(per_request), 3) if per_request else None,
+            "basis": f"the tuned machine over {len(folder.trials())} trials: the highest memory peak, and the mean "
+                     "of its CPU cores over the load divided by its throughput"}

@@ -1,0 +1,77 @@
+"""An ablation's page (templates/ablation.html.j2): the waterfall from the default machine's knobs to the
+tuned machine's, each knob group's share of the gain with its interval, the leave-one-out losses beside
+it, each configuration's cost, and a link to every configuration's own report."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lab.ablation.run import Ablation, key
+from lab.report.page import environment
+from lab.report.plotting import Chart, figure, finish, style
+from lab.runfolder import RunFolder
+
+TEMPLATE = "ablation.html.j2"
+
+
+def waterfall(result: dict) -> Chart:
+    chart = Chart("chart-waterfall", "From the default machine's knobs to the tuned machine's",
+                  "Left: tuned ÷ default throughput of each configuration on the forward path, each bar a knob "
+                  "group's gain (green up, red down) with its 95% interval. Right: what removing each group from "
+                  "the tuned machine loses (leave-one-out), with its interval; where the two disagree the groups "
+                  "interact.")
+    rows = result.get("path") or []
+    if not rows:
+        return chart
+    with style():
+        fig, (left, right) = figure(2, sharey=False)
+        names = ["default", *(r["group"] for r in rows)]
+        level = result["default"]
+        left.bar([0], [level], color="#999", width=0.6)
+        for x, row in enumerate(rows, start=1):
+            gain = row["gain"]
+            low, high = row["gain_interval"]
+            left.bar([x], [gain], bottom=[level], width=0.6, color="#2e8b57" if gain >= 0 else "#c0392b")
+            left.errorbar([x], [level + gain], yerr=[[gain - low], [high - gain]], color="#333", capsize=3,
+                          linewidth=1)
+            level += gain
+        left.axhline(1.0, color="#888", linestyle=":", linewidth=1)
+        left.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
+        left.set_ylabel("tuned ÷ default")
+        bottom = min(result["default"], *(r["mean"] for r in rows))
+        left.set_ylim(bottom=max(0.0, bottom - 0.15 * abs(result["tuned"] - bottom) - 0.05))
+        losses = [r["loo_loss"] for r in rows]
+        right.barh(range(len(rows)), losses, color=["#c0392b" if r["interacts"] else "#1b7fbf" for r in rows])
+        right.errorbar(losses, range(len(rows)),
+                       xerr=[[loss - r["loo_interval"][0] for loss, r in zip(losses, rows)],
+                             [r["loo_interval"][1] - loss for loss, r in zip(losses, rows)]],
+                       fmt="none", color="#333", capsize=3, linewidth=1)
+        right.axvline(0, color="#888", linewidth=1)
+        right.set_yticks(range(len(rows)), [r["group"] for r in rows], fontsize=8)
+        right.invert_yaxis()
+        right.set_xlabel("lost when left out of the tuned machine (tuned ÷ default)")
+        chart.png = finish(fig, [left, right], clock_x=False)
+    return chart
+
+
+def render(ablation: Ablation) -> Path:
+    """Writes the ablation's report/index.html from its ablation.json."""
+    record = ablation.record()
+    result = record.get("analysis") or {}
+    folder = RunFolder(ablation.root)
+    configs = []
+    for name, figures in (result.get("configurations") or {}).items():
+        config = frozenset() if name == "(default)" else frozenset(name.split(","))
+        measured = ablation.config_folder(config)
+        verdict = (measured.read_json(measured.summary_json, [], "summary") or {}).get("verdict") or {}
+        configs.append({"name": key(config), "size": len(config), "figures": figures,
+                        "costs": (result.get("costs") or {}).get(name) or {},
+                        "verdict": verdict.get("verdict"), "valid": verdict.get("valid"),
+                        "report": folder.relative(measured.report_html) if measured.report_html.is_file() else None})
+    configs.sort(key=lambda c: (c["size"], c["name"]))
+    invalid = [c["name"] for c in configs if c["valid"] is False]
+    page = environment().get_template(TEMPLATE).render(record=record, result=result, configs=configs, invalid=invalid,
+                                                       charts=[waterfall(result)], now=time.time(),
+                                                       ablation_id=ablation.root.name)
+    folder.write_text(folder.report_html, page)
+    return folder.report_html

@@ -1,0 +1,187 @@
+"""./start.sh ablate around the measurements: options refused before anything starts, the plan and its
+estimate, configurations measured once each into their own folders, an interrupted ablation resumed without
+measuring again what it finished, the tuned machine's own knobs back however it ends, and the report.
+The playbook and the load are stood in for here (the end-to-end test runs a real one on the local backend)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_experiment import FakeBackend
+
+from lab import cli, experiment, provision
+from lab.ablation import command, run
+from lab.ablation import groups as knob_groups
+from lab.errors import StepFailed
+from lab.hostlab import HostLab
+from lab.provision import PlaybookResult
+from lab.runfolder import RunFolder
+
+pytestmark = pytest.mark.fast
+
+# Made-up gains (tuned ÷ default) per group: gc_heap most, async_logging some, httpd_mpm nothing.
+GAINS = {"gc_heap": 0.30, "async_logging": 0.10, "httpd_mpm": 0.0}
+TRIAL_NOISE = (-0.01, 0.0, 0.01)
+
+
+@pytest.fixture()
+def lab(monkeypatch, tmp_path) -> SimpleNamespace:
+    """Playbook runs (their extra vars) and measurements (their folders) recorded; interrupt_at: the
+    measurement number that is cut short by Ctrl-C."""
+    seen = SimpleNamespace(playbooks=[], measured=[], interrupt_at=None, unsettled=set())
+
+    def run_playbook(inventory, log_dir, limit=None, extra_vars=None):
+        seen.playbooks.append((limit, extra_vars))
+        return PlaybookResult(0, {limit: 1}, {}, tmp_path / "ansible.log")
+
+    def measure(backend, profile, schedule, repeat, folder: RunFolder, mode):
+        seen.measured.append(folder.root.name)
+        folder.root.mkdir(parents=True)
+        if len(seen.measured) == seen.interrupt_at:
+            RunFolder.write_json(folder.run_json, {"ended": {"how": "interrupted", "during": "trial 1"}})
+            return {"how": "interrupted", "during": "trial 1: the load"}
+        config = set(mode["configuration"])
+        # what the tuned machine was given for this configuration is what makes its figure here
+        knobs = (seen.last_knobs() or {})
+        assert (knobs.get("camel_app_logback_async") is True) == ("async_logging" in config)
+        base = 1.0 + sum(gain for group, gain in GAINS.items() if group in config)
+        trials = [{"number": n, "ratio": None if frozenset(config) in seen.unsettled else base + noise}
+                  for n, noise in enumerate(TRIAL_NOISE[:repeat], start=1)]
+        for number in range(1, repeat + 1):
+            RunFolder.write_json(folder.trial(number).summary_json, {"machines": {"tuned": {
+                "memory": {"peak_bytes": 300e6 + 100e6 * ("gc_heap" in config)}, "cpu": {"mean_cores": 0.5},
+                "load": {"throughput_rps": 500.0 * base}}}})
+        verdict = {"verdict": "host-bound", "valid": False} if config == {"httpd_mpm"} else \
+            {"verdict": "valid", "valid": True}
+        RunFolder.write_json(folder.summary_json, {"trials": trials, "verdict": verdict})
+        RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
+        folder.write_text(folder.report_html, "<html></html>")
+        return {"how": "completed"}
+
+    def last_knobs():
+        extra = next((e for _, e in reversed(seen.playbooks) if e), None)
+        import yaml
+        return yaml.safe_load(Path(extra).read_text()) if extra else None
+    seen.last_knobs = last_knobs
+    monkeypatch.setattr(provision, "run_playbook", run_playbook)
+    monkeypatch.setattr(experiment, "measure", measure)
+    monkeypatch.setattr(experiment, "check_machines", lambda backend: {})
+    monkeypatch.setattr(run, "RUNS", tmp_path / "runs")
+    return seen
+
+
+def _prepared(*argv: str) -> command.Prepared:
+    return command.prepare(cli._parser().parse_args(["ablate", *argv]))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--groups", "apr"], "--groups apr: apr needs ajp: add it"),
+    (["--groups", "gc,heap"], "--groups gc,heap: gc, heap: the groups are httpd_mpm, timeouts, ajp, apr"),
+    (["--repeat", "1"], "--repeat 1: an ablation needs 2 trials or more per configuration"),
+    (["--aa"], "--aa does not apply to ./start.sh ablate"),
+    (["--resume", "nothing-here"], "--resume nothing-here: no ablation there"),
+    (["--resume", "x", "--users", "5"], "--resume continues an ablation as it was planned: --users cannot change it"),
+    (["--ramp", "10", "--duration", "30"], "--duration 30 with --ramp 10: 20 s after the ramp-up, and a trial's ratio "
+                                           "needs a steady state of 30 s at least"),
+])
+def test_a_bad_ablation_is_refused_naming_what_was_typed(argv, message, tmp_path, capsys):
+    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
+                   legacy_file=tmp_path / "legacy.json")
+    assert cli.main(["ablate", "--backend", "local", *argv], host=host) == 1
+    err = capsys.readouterr().err
+    assert f"start.sh: {message}" in err and "==>" not in err, err
+
+
+def test_the_plan_says_how_many_configurations_and_how_long_at_most():
+    prepared = _prepared("--groups", "gc_heap,async_logging", "--users", "10", "--ramp", "5", "--duration", "40")
+    groups = {name: prepared.every[name] for name in prepared.plan.groups}
+    # default, both alone, both together: the leave-one-out set is made of the same configurations
+    assert run.configurations_at_most(groups) == 4
+    lines = run.describe(prepared.plan, groups)
+    assert lines[0] == "Ablation of 2 knob groups: gc_heap, async_logging"
+    assert "at most 4 configurations" in lines[1] and "x 3 trials x 10 users each, ramp 5 s, 40 s" in lines[1]
+    assert lines[1].endswith("in the placement's schedule")
+    # 4 x (45 s provisioning + 3 x (2 x 40 s + 30 s)) = 1500 s
+    assert run.estimate_s(prepared.plan, 4) == 1500 and "about 0.4 h at most" in lines[2]
+    assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7
+
+
+def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes_where_it_stopped(host, lab, capsys):
+    groups_typed = "httpd_mpm,gc_heap,async_logging"
+    lab.interrupt_at = 3
+    prepared = _prepared("--groups", groups_typed, "--quick")
+    assert command.run(FakeBackend(), host, prepared) == 130
+    root = next((run.RUNS).glob("2*"))
+    assert "./start.sh ablate --resume " + root.name in capsys.readouterr().err
+    assert lab.playbooks[-1] == ("tuned", None) and not host.aa_pending()   # tuned got its own knobs back
+    first = list(lab.measured)
+    assert len(first) == 3 and all((root / "configs" / name / "run.json").is_file() for name in first[:2])
+
+    # resumed: the two finished configurations are not measured again; the cut-short one is kept aside
+    lab.measured.clear()
+    lab.interrupt_at = None
+    resumed = _prepared("--resume", root.name)
+    assert resumed.plan == prepared.plan
+    assert command.run(FakeBackend(), host, resumed) == 0
+    assert not set(first[:2]) & set(lab.measured) and first[2] in lab.measured
+    assert [p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()] == [first[2]]
+    measured_once = first[:2] + lab.measured
+    assert len(measured_once) == len(set(measured_once))
+
+    result = json.loads((root / "ablation.json").read_text())["analysis"]
+    assert [r["group"] for r in result["path"]] == ["gc_heap", "async_logging", "httpd_mpm"]
+    assert result["default"] == pytest.approx(1.0) and result["tuned"] == pytest.approx(1.4)
+    assert result["path"][0]["share"] == pytest.approx(0.75, abs=0.02)
+    assert not result["path"][2]["measurable"]
+    assert result["sentence"].startswith("gc_heap and async_logging explain 100% of the gain")
+    # the cost of a configuration: the tuned machine's peak memory, CPU per request
+    costs = result["costs"]["gc_heap"]
+    assert costs["peak_memory_bytes"] == 400e6 and costs["cpu_ms_per_request"] == pytest.approx(0.5 / 650 * 1000,
+                                                                                             abs=1e-3)
+    page = (root / "report" / "index.html").read_text()
+    assert "gc_heap and async_logging explain 100% of the gain" in page and "data:image/png;base64," in page
+    assert 'href="../configs/gc_heap/report/index.html"' in page and 'href="../configs/default/report/index.html"' in page
+    assert result["costs"]["async_logging,gc_heap"]["peak_memory_bytes"] == 400e6     # a key of two groups
+
+    # resumed once finished: the report again, nothing provisioned, nothing measured
+    lab.playbooks.clear()
+    lab.measured.clear()
+    assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0
+    assert lab.playbooks == [] and lab.measured == [] and not host.aa_pending()
+    assert "is a finished ablation: its report is written again" in capsys.readouterr().err
+    # a configuration whose own verdict is not valid is said where the figures are shown
+    assert "<strong>1 of 8 configurations not valid</strong> (httpd_mpm:" in page
+
+
+def test_resume_refuses_when_a_groups_variables_changed(host, lab, tmp_path, monkeypatch):
+    lab.interrupt_at = 1
+    assert command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick")) == 130
+    root = next(run.RUNS.glob("2*"))
+    record = json.loads((root / "ablation.json").read_text())
+    record["groups"]["gc_heap"]["variables"] = ["camel_app_java_options"]
+    (root / "ablation.json").write_text(json.dumps(record))
+    with pytest.raises(StepFailed, match=r"--resume .*: the knob group\(s\) gc_heap changed in knob-groups.yml"):
+        _prepared("--resume", str(root))
+    record["groups"]["gc_heap"]["variables"] = list(knob_groups.load()["gc_heap"].variables)
+    record["knobs_sha256"] = "0" * 64
+    (root / "ablation.json").write_text(json.dumps(record))
+    with pytest.raises(StepFailed, match=r"host_vars/default.yml or tuned.yml changed since the ablation started"):
+        _prepared("--resume", str(root))
+
+
+def test_a_configuration_without_two_ratios_stops_the_ablation_and_is_measured_again_on_resume(host, lab, capsys):
+    lab.unsettled = {frozenset({"gc_heap"})}
+    with pytest.raises(StepFailed, match=r"configuration gc_heap: 0 of its trials gave a throughput ratio .*a longer "
+                                         r"--duration settles more surely\. What was measured is kept: \./start\.sh "
+                                         r"ablate --resume \S+ continues it"):
+        command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick"))
+    assert lab.playbooks[-1] == ("tuned", None) and not host.aa_pending()
+    root = next(run.RUNS.glob("2*"))
+    lab.unsettled = set()
+    lab.measured.clear()
+    assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0
+    # measured again (the forward path's candidate first), the unusable one kept aside
+    assert lab.measured == ["gc_heap", "default"]
+    assert [p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()] == ["gc_heap"]
