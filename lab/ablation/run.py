@@ -193,8 +193,7 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
             return ablation.figures(config)
 
         result = analysis.analyze(groups, measure)
-    result["costs"] = {name: costs(ablation.config_folder(frozenset() if name == "(default)" else frozenset(name.split(","))))
-                       for name in result["configurations"]}
+    result["costs"] = {name: costs(ablation.config_folder(analysis.config_of(name))) for name in result["configurations"]}
     ablation.update(analysis=result, ended_at=time.time())
     return result
 

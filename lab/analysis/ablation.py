@@ -107,10 +107,20 @@ def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPL
     default_mean, tuned_mean = float(numpy.mean(measured(none))), float(numpy.mean(measured(everything)))
     return {"default": round(default_mean, 6), "tuned": round(tuned_mean, 6),
             "gain": round(tuned_mean - default_mean, 6), "gain_interval": interval(total), "path": rows,
-            "configurations": {",".join(sorted(c)) or "(default)": v for c, v in cache.items()},
+            "configurations": {config_name(c): v for c, v in cache.items()},
             "sentence": sentence(rows, interval(total)), "interacting": [r["group"] for r in rows if r["interacts"]],
             "basis": f"forward greedy path and leave-one-out (Fawcett & Hoos 2016); 95% intervals by a percentile "
                      f"bootstrap, each configuration's trials resampled on their own, {resamples:,} resamples"}
+
+
+def config_name(config: Config) -> str:
+    """A configuration as the result names it: its groups, comma separated ("(default)": none)."""
+    return ",".join(sorted(config)) or "(default)"
+
+
+def config_of(name: str) -> Config:
+    """The configuration config_name named."""
+    return frozenset() if name == "(default)" else frozenset(name.split(","))
 
 
 def _finite_mean(values: numpy.ndarray) -> float | None:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from lab.ablation.run import Ablation, key
+from lab.analysis.ablation import config_of
 from lab.report.page import environment
 from lab.report.plotting import Chart, figure, finish, style
 from lab.runfolder import RunFolder
@@ -61,7 +62,7 @@ def render(ablation: Ablation) -> Path:
     folder = RunFolder(ablation.root)
     configs = []
     for name, figures in (result.get("configurations") or {}).items():
-        config = frozenset() if name == "(default)" else frozenset(name.split(","))
+        config = config_of(name)
         measured = ablation.config_folder(config)
         verdict = (measured.read_json(measured.summary_json, [], "summary") or {}).get("verdict") or {}
         configs.append({"name": key(config), "size": len(config), "figures": figures,
