@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from lab import experiment, lifecycle, load, options, runfolder, status
+from lab import experiment, lifecycle, limits, load, options, runfolder, status
 from lab.ablation import command as ablation_command
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
         host.check(args.command or "up", args.backend)
         if plan is not None:
-            runfolder.check_free_space(load.run_folder_bytes(plan.profile) * plan.repeat)
+            runfolder.check_free_space(plan.repeat * (load.run_folder_bytes(plan.profile) + (
+                2 * load.run_folder_bytes(limits.profile_for(plan.profile)) if plan.host_limits else 0)))
         backend = choose.choose(args.backend, args.inventory)
         if args.command == "status":
             return show_status(backend, args.json)
@@ -123,7 +124,7 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: opt
         if plan.scenario:
             print(f"Scenario: {plan.scenario} ({plan.profile.describe()})", file=sys.stderr)
         return experiment.run(backend, plan.profile, plan.schedule, plan.repeat, host=host, a_a=plan.a_a,
-                              limits=plan.limits)
+                              limits=plan.limits, load_from=plan.load_from, host_limits=plan.host_limits)
     if args.command == "down":
         lifecycle.down(backend, host)
         return 0

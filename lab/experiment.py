@@ -3,18 +3,20 @@ then the summary and the report made from it."""
 from __future__ import annotations
 
 import os
-import platform
 import shutil
-import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import aa, evidence, interrupts, knobs, load, placement, report, status
+from lab import aa, evidence, interrupts, knobs, load, placement, provenance, report, status
+from lab import limits as lab_limits
 from lab.analysis import thresholds
 from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
+from lab.load.engines import Engines
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, REPO
@@ -37,33 +39,6 @@ def _knobs(backend: Backend, mode: dict) -> dict:
         return {}
 
 
-def _environment() -> dict:
-    meminfo = Path("/proc/meminfo").read_text()
-    memory_kb = int(meminfo.split("MemTotal:")[1].split()[0])
-    return {"cpus": os.cpu_count(), "memory_bytes": memory_kb * 1024, "kernel": platform.release(),
-            "os": platform.platform(), "python": platform.python_version(), "java": _java_version()}
-
-
-def _java_version() -> str | None:
-    """The first line of `java -version` of the Java JMeter runs on (JAVA_HOME first, as there)."""
-    try:
-        lines = load.java_version(load.java_executable()).splitlines()
-    except load.LoadError:
-        return None
-    return lines[0] if lines else None
-
-
-def lab_version(repo: Path = REPO) -> str:
-    """The checkout's commit (git describe), or why there is none: the run is kept either way."""
-    if shutil.which("git") is None:
-        return "unknown (git is not installed)"
-    described = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty"],
-                               capture_output=True, text=True)
-    if described.returncode != 0:
-        return f"unknown ({described.stderr.strip().splitlines()[-1] if described.stderr.strip() else 'not a git checkout'})"
-    return described.stdout.strip()
-
-
 def _make_report(run: RunFolder) -> Path | None:
     """summary.json and report/index.html; a failure is reported, the run folder stays."""
     try:
@@ -74,7 +49,8 @@ def _make_report(run: RunFolder) -> Path | None:
 
 
 def run(backend: Backend, profile: load.Profile, schedule: str | None = None, repeat: int = 1,
-        host: HostLab | None = None, a_a: bool = False, limits: dict[str, float] | None = None) -> int:
+        host: HostLab | None = None, a_a: bool = False, limits: dict[str, float] | None = None,
+        load_from: str = "here", host_limits: bool = False) -> int:
     """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
     SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
     evidence collected so far, and a report of it; PCP's logger is never left recording. Without a
@@ -83,8 +59,16 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
     schedule the machines' order alternates), compared in the run folder's summary and report.
     a_a: an A/A run (lab/aa.py): the tuned machine with the default one's knobs, restored after (host
     remembers it meanwhile); an A/B run refuses while a cut-short A/A run left them there. limits: thresholds
-    (lab/analysis/thresholds.py) the run must pass, or it exits 3, with a JUnit file of them."""
-    mode = {"mode": "ab", "thresholds": limits or {}}
+    (lab/analysis/thresholds.py) the run must pass, or it exits 3, with a JUnit file of them. load_from: "here"
+    (JMeter on this host) or "loadgen" (the backend's remote engines, lab/load/engines.py). host_limits: each
+    trial also measures the host's limits (lab/limits.py)."""
+    asked = {"load_from": load_from, "host_limits": host_limits}
+    mode = {"mode": "ab", "thresholds": limits or {}, **asked}
+    if host_limits:
+        lab_limits.check(backend, profile)
+    if load_from == "loadgen" and not backend.has_engines:
+        raise StepFailed(f"--load-from loadgen: the {backend.name} backend has no remote JMeter engines (the local "
+                         "backend runs one in a namespace of its own)")
     if host is not None and not a_a:
         aa.refuse_if_pending(host)
     if a_a:
@@ -92,7 +76,8 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
             raise ValueError("an A/A run needs the host's lab record")
         # The report before the restore: a restore that fails still leaves the run summarised.
         with interrupts.sigterm_as_interrupt(), aa.tuned_as_default(backend, host) as aa_mode:
-            return _finish(*_experiment(backend, profile, schedule, repeat, {**aa_mode, "thresholds": limits or {}}))
+            return _finish(*_experiment(backend, profile, schedule, repeat,
+                                        {**aa_mode, "thresholds": limits or {}, **asked}))
     return _finish(*_experiment(backend, profile, schedule, repeat, mode))
 
 
@@ -132,6 +117,8 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
     with interrupts.sigterm_as_interrupt():
         observed = check_machines(backend)
         wiring = {name: manifest.read(name) for name in MACHINES}
+        if mode.get("host_limits"):
+            lab_limits.check_wiring(wiring)
         load.check_targets({name: wiring[name].base_url for name in MACHINES}, wiring["default"].service_path)
         with step("Preparing JMeter"):
             load.prepare()
@@ -193,9 +180,7 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
                                                "machines": setup.observed})
         folder.write_json(folder.knobs_json, setup.knobs)
         measured.phase = "starting PCP's logger"
-        _measure(backend, setup.profile, setup.schedule, setup.wiring, folder, measured, order,
-                 # JMeter on CPUs of its own when the placement gives it some (taskset)
-                 setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None)
+        _measure(setup, folder, measured, order)
     except KeyboardInterrupt:
         measured.ended = {"how": "interrupted", "during": measured.phase}
     except (LabError, OSError) as error:    # OSError: a full disk, a file gone; a message, not a traceback
@@ -239,6 +224,8 @@ class _Measured:
     recording: list[str] = field(default_factory=list)
     memory_before: dict[str, dict] = field(default_factory=dict)
     result: load.LoadResult | None = None
+    load_generator: dict | None = None      # what generated the load: JMeter here, or its remote engines
+    limits: dict | None = None              # the host's limits' load, when the run measured them
     ended: dict = field(default_factory=lambda: {"how": "completed"})
     problems: list[str] = field(default_factory=list)
 
@@ -250,8 +237,10 @@ def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
         measured.recording.remove(name)
 
 
-def _measure(backend: Backend, profile: load.Profile, schedule: str, wiring: dict, folder: RunFolder,
-             measured: _Measured, order: tuple[str, ...] = MACHINES, loadgen_cpus: str | None = None) -> None:
+def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple[str, ...]) -> None:
+    backend, profile, schedule, wiring = setup.backend, setup.profile, setup.schedule, setup.wiring
+    # JMeter on CPUs of its own when the placement gives it some (taskset)
+    cpus = setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None
     with step("Starting PCP's logger on both machines"):
         for name in MACHINES:
             measured.recording.append(name)
@@ -261,9 +250,14 @@ def _measure(backend: Backend, profile: load.Profile, schedule: str, wiring: dic
              f"{' per machine' if schedule == 'sequential' else ''}; Ctrl-C stops cleanly)")
     with step(title):
         try:
-            measured.result = load.run({name: wiring[name].base_url for name in MACHINES}, profile,
-                                       folder.jmeter.root, schedule=schedule, on_progress=load.print_progress,
-                                       path=wiring["default"].service_path, order=order, cpus=loadgen_cpus)
+            with _load_generator(setup, folder) as engines:
+                measured.load_generator = engines.as_json() if engines else {"where": "JMeter on this host"}
+                measured.result = load.run(
+                    {name: wiring[name].base_url for name in MACHINES}, profile, folder.jmeter.root,
+                    schedule=schedule, on_progress=load.print_progress, path=wiring["default"].service_path,
+                    order=order, engines=engines, cpus=cpus)
+                if engines is None:                 # JMeter's own affinity (an engine's is in its where)
+                    measured.load_generator["cpus"] = measured.result.loadgen_cpus
         finally:
             for name in list(measured.recording):
                 _stop_recording(backend, name, measured)
@@ -285,6 +279,24 @@ def _measure(backend: Backend, profile: load.Profile, schedule: str, wiring: dic
                 info(f"{name}: the kernel's OOM killer struck {events['oom_kills']} time(s)")
             if events["missing"]:
                 info(f"{name}: missing {', '.join(events['missing'])}")
+    if setup.mode.get("host_limits") and not measured.result.interrupted:
+        measured.phase = "measuring the host's limits"
+        measured.limits = {"profile": asdict(lab_limits.profile_for(profile)), "kinds": lab_limits.KINDS}
+        measured.problems.extend(lab_limits.measure(backend, profile, wiring, folder, cpus))
+
+
+@contextmanager
+def _load_generator(setup: _Setup, folder: RunFolder) -> Iterator[Engines | None]:
+    """The remote engines the run asked for (--load-from loadgen), for the length of one load; else None."""
+    if setup.mode.get("load_from") != "loadgen":
+        yield None
+        return
+    targets = [(wiring.address, wiring.ports["httpd"]) for wiring in setup.wiring.values()]
+    with ExitStack() as stack:
+        with step("Starting the load generator's JMeter engine"):
+            engines = stack.enter_context(setup.backend.engines(targets, folder.jmeter.engine_log,
+                                                                folder.jmeter.engine_out))
+        yield engines
 
 
 def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: RunFolder,
@@ -296,12 +308,13 @@ def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: Ru
         "schedule": schedule, "profile": {"model": profile.model, **asdict(profile)},
         "ended_early_s": result.ended_early if result else {},
         "loadgen_cpus": result.loadgen_cpus if result else None,
+        "load_generator": measured.load_generator, "limits": measured.limits,
         "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,
         "interrupted": measured.ended["how"] != "completed", "ended": measured.ended,
-        "problems": (result.problems if result else []) + measured.problems, "host": _environment(),
+        "problems": (result.problems if result else []) + measured.problems, "host": provenance.environment(),
         "machine_homes": {name: str(backend.home(name)) for name in MACHINES},
-        "versions": {"lab": lab_version()},
+        "versions": {"lab": provenance.lab_version()},
     }
 
 

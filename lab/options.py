@@ -12,6 +12,9 @@ from lab.analysis import steady
 from lab.errors import StepFailed
 from lab.paths import callers
 
+# Where the load comes from: JMeter on this host, or remote engines it drives (lab/load/engines.py).
+LOAD_FROM = ("here", "loadgen")
+
 
 def _shared(options: argparse.ArgumentParser, defaults: bool) -> None:
     unset = None if defaults else argparse.SUPPRESS
@@ -28,6 +31,10 @@ def _shared(options: argparse.ArgumentParser, defaults: bool) -> None:
     options.add_argument("--repeat", type=int, default=unset, metavar="N",
                          help="N trials, each ratio with its 95%% interval over them (default 1; in the sequential "
                               "schedule the machines' order alternates)")
+    options.add_argument("--load-from", choices=LOAD_FROM, default=unset,
+                         help="where the load comes from: JMeter on this host (here, the default), or JMeter's "
+                              "remote engines (loadgen: jmeter-server driven from here over RMI with TLS; on the "
+                              "local backend one engine in a load-generator namespace and cgroup of its own)")
 
 
 def load_options(defaults: bool) -> argparse.ArgumentParser:
@@ -41,6 +48,10 @@ def load_options(defaults: bool) -> argparse.ArgumentParser:
     options.add_argument("--think", type=int, default=unset, metavar="MS", help="think time per request (default 0)")
     options.add_argument("--quick", action="store_true", default=False if defaults else argparse.SUPPRESS,
                          help=f"a smoke run: {load.QUICK.describe()}")
+    options.add_argument("--limits", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                         help="after both machines' load, the host's limits at the same users: the service without "
+                              "HTTPD and the mock alone (at most 2 min each, so the report can say what HTTPD "
+                              "costs and whether the backend set the pace; local backend)")
     options.add_argument("--aa", action="store_true", default=False if defaults else argparse.SUPPRESS,
                          help="A/A: the tuned machine gets the default one's knobs for this run (restored after), so "
                               "--repeat N measures the noise floor: the smallest difference this host can tell")
@@ -87,7 +98,7 @@ ABLATION_REPEAT = 3
 
 def ablation(args: argparse.Namespace) -> Experiment:
     """The load each configuration of an ablation gets: run's options, without what makes no sense there."""
-    for option in ("--aa", "--threshold"):
+    for option in ("--aa", "--threshold", "--load-from", "--limits"):
         if _given(args, option):
             raise StepFailed(f"{option} does not apply to ./start.sh ablate")
     if _given(args, "--resume") is not None:
@@ -123,6 +134,8 @@ class Experiment:
     limits: dict[str, float]
     a_a: bool
     scenario: str | None = None
+    load_from: str = "here"
+    host_limits: bool = False
 
 
 # option, LoadProfile field, smallest value
@@ -158,6 +171,8 @@ def experiment(args: argparse.Namespace) -> Experiment:
         profile: load.Profile = _steps(args, base if isinstance(base, load.StepLoad) else None)
     else:
         profile = _profile(args, base if isinstance(base, load.LoadProfile) else None)
+    if model == "open" and _given(args, "--limits"):
+        raise StepFailed("--limits: an open model has no fixed number of users to measure the host's limits at")
     limits = {**(chosen.thresholds if chosen else {}), **_thresholds(args)}
     closed_only = [name for name in limits if model == "closed" and name.rpartition(".")[2] == "capacity_rps_min"]
     if closed_only:
@@ -165,7 +180,8 @@ def experiment(args: argparse.Namespace) -> Experiment:
                          "this run has none, so the threshold could only fail")
     return Experiment(profile=profile, schedule=_given(args, "--schedule") or (chosen.schedule if chosen else None),
                       repeat=repeat or (chosen.repeat if chosen else None) or 1, limits=limits,
-                      a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None)
+                      a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None,
+                      load_from=_given(args, "--load-from") or "here", host_limits=bool(_given(args, "--limits")))
 
 
 def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:

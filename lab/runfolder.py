@@ -21,6 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from lab.errors import LabError
 from lab.paths import REPO
@@ -35,6 +36,9 @@ class JMeterFolder:
     """jmeter/ of a run folder (or any folder lab.load writes to): JMeter's log, output and, per
     machine, its results CSV and the report generator's dashboard."""
     root: Path
+    ENGINE: ClassVar[str] = "engine"        # a remote engine's own files, beside the machines' folders
+    LIMITS: ClassVar[str] = "limits"        # the host's limits, laid out as this folder is
+    NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS)
 
     @property
     def log(self) -> Path:
@@ -54,6 +58,21 @@ class JMeterFolder:
     def open_plan(self) -> Path:
         """A capacity run's plan: the lab's plan with open-model thread groups (lab/load/openmodel.py)."""
         return self.root / "open-model.jmx"
+
+    @property
+    def engine_log(self) -> Path:
+        """The log of the remote engine that generated the load, when it ran on this host (lab/load/engines.py)."""
+        return self.root / self.ENGINE / "engine.log"
+
+    @property
+    def engine_out(self) -> Path:
+        """That engine's standard output and error."""
+        return self.root / self.ENGINE / "engine.out"
+
+    def limits(self, kind: str) -> JMeterFolder:
+        """One of the host's limits (lab/limits.py: the service without HTTPD, the mock alone), laid out as a
+        run's jmeter/ is."""
+        return JMeterFolder(self.root / self.LIMITS / kind)
 
     def machine_dir(self, machine: str) -> Path:
         return self.root / machine
@@ -183,12 +202,12 @@ class RunFolder:
             return str(path)
 
     def machines_found(self) -> set[str]:
-        """Machines with a folder under jmeter/ or machines/."""
+        """Machines with a folder under jmeter/ (not the engine's or the limits') or machines/."""
         found: set[str] = set()
         for folder in (self.jmeter.root, self.root / "machines"):
             if folder.is_dir():
                 found.update(p.name for p in folder.iterdir() if p.is_dir())
-        return found
+        return found - set(JMeterFolder.NOT_MACHINES)
 
     @staticmethod
     def write_text(path: Path, text: str) -> None:

@@ -55,21 +55,21 @@ def test_the_shipped_knobs_pass() -> None:
 
 
 def test_a_run_records_its_version_without_git(tmp_path: Path, monkeypatch) -> None:
-    from lab import experiment
-    assert experiment.lab_version(REPO) not in ("", None) and not experiment.lab_version(REPO).startswith("unknown")
-    assert experiment.lab_version(tmp_path).startswith("unknown (")        # a folder that is no checkout
+    from lab import provenance
+    assert provenance.lab_version(REPO) not in ("", None) and not provenance.lab_version(REPO).startswith("unknown")
+    assert provenance.lab_version(tmp_path).startswith("unknown (")        # a folder that is no checkout
     monkeypatch.setenv("PATH", str(tmp_path))                               # a host without git
-    assert experiment.lab_version(REPO) == "unknown (git is not installed)"
+    assert provenance.lab_version(REPO) == "unknown (git is not installed)"
 
 
 def test_the_java_found_through_java_home_alone_is_recorded(tmp_path: Path, monkeypatch) -> None:
-    from lab import experiment
+    from lab import provenance
     java_home = Path(shutil.which("java")).resolve().parent.parent
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("JAVA_HOME", str(java_home))
-    assert "version" in experiment._java_version()
+    assert "version" in provenance.java_version()
     monkeypatch.delenv("JAVA_HOME")
-    assert experiment._environment()["java"] is None                         # no java at all: recorded, no crash
+    assert provenance.environment()["java"] is None                         # no java at all: recorded, no crash
 
 
 def test_a_run_the_disk_cannot_hold_is_refused_before_anything_starts(tmp_path: Path, monkeypatch, capsys) -> None:

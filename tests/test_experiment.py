@@ -260,6 +260,31 @@ def test_a_machine_near_its_memory_limit_gets_a_sentence_not_just_a_ratio():
                     "the JVM."]
 
 
+def test_a_machine_the_oom_killer_kept_striking_is_said_in_a_few_sentences_that_lead_with_its_good_answers():
+    # As measured here at the full profile: tuned's JVM killed 23 times, about every 40 s, HTTPD answering 503
+    from lab.analysis.prose import what_happened
+
+    def load(rps: float, good: float, errors: float) -> dict:
+        window = {"settled": True, "duration_s": 1000.0}
+        return {"throughput_rps": rps, "good_throughput_rps": good, "error_rate": errors, "window": window,
+                "latency_ms": {"p95": 300.0}, "all": {"samples": 1000, "errors": int(1000 * errors),
+                                                      "error_rate": errors}, "first_error": None}
+    exits = [{"process": "camel-app", "at_s": 1528.0 + 40 * k, "reason": "terminated by SIGKILL; not expected"}
+             for k in range(23)]
+    tuned = {"load": load(1768.1, 385.5, 0.78), "events": {"process_exits": exits, "oom_kills": 23},
+             "memory": {"peak_bytes": 503 * 2**20, "source": "PCP"}, "observed": {"jvm_memory_limit_bytes": 512 * 2**20}}
+    default = {"load": load(815.7, 815.7, 0.0)}
+    sentences = what_happened({"run": {}, "machines": {"default": default, "tuned": tuned}})
+    assert sentences[0] == ("tuned answered 0.47x the requests per second without error of default in the steady "
+                            "state (385.5 vs 815.7 req/s); in all tuned served 1,768.1 req/s with 78.0% errors, "
+                            "default 815.7 req/s with 0.0%.")
+    assert "tuned: camel-app exited 23 times between 25:28 and 40:08, about every 40 s (terminated by SIGKILL; not " \
+           "expected)." in sentences
+    assert not [s for s in sentences if "exited at" in s]
+    assert "tuned peaked at 503 MiB of memory, 98% of its 512 MiB limit (PCP). At that, the kernel's OOM killer " \
+           "struck 23 times." in sentences
+
+
 @pytest.fixture()
 def small_disk(steps):
     """The run folder on a disk of its own, 256 KiB: a real ENOSPC, not a raised one."""

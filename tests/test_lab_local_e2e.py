@@ -2,6 +2,7 @@
 reached through their HTTPD, observed, provisioned again with nothing to change, then removed."""
 from __future__ import annotations
 
+import csv
 import http.client
 import json
 import os
@@ -23,6 +24,7 @@ from conftest import REPO, eventually, http_get, wait_for
 
 sys.path.insert(0, str(REPO))
 from lab import evidence, placement, provision  # noqa: E402
+from lab import limits as lab_limits  # noqa: E402
 from lab.analysis.headline import headline  # noqa: E402
 from lab.analysis.pcp import pmrep_csv, role_of  # noqa: E402
 from lab.analysis.verdict import ORDER as VERDICT_KINDS  # noqa: E402
@@ -357,9 +359,11 @@ def test_the_report_renders_in_chromium_with_every_section(quick_run):
     html = run_dir / "report" / "index.html"
     text = html.read_text()
     assert not re.search(r"""(src|href)=["']https?://""", text), "the report must be self-contained"
-    for section in ("what-happened", "comparison", "knobs", "observed", "charts", "links"):
+    for section in ("claim", "what-happened", "comparison", "knobs", "observed", "charts", "links"):
         assert f'<section id="{section}">' in text, section
-    assert text.index('<div id="verdict"') < text.index('<section id="what-happened">')
+    assert text.index('<div id="verdict"') < text.index('<section id="claim">') < text.index('<section id="what-happened">')
+    # 90 s of load cannot answer a claim about ten minutes, and the report says so
+    assert "Not answered by this run: neither machine stopped answering, but the shorter load lasted 1:" in text
     assert text.count("data:image/") >= 6
     shot = report.screenshot(html, run_dir / "report" / "screenshot.png")
     assert shot.console_errors == [], shot.console_errors
@@ -390,6 +394,82 @@ def test_repeated_trials_each_keep_their_evidence_and_the_run_compares_them(quic
     assert "\n".join(headline(summary)) in result.stderr
     html = (run_dir / "report" / "index.html").read_text()
     assert html.count('href="../trials/') == 2 and '<div id="verdict"' in html
+
+
+def forwarding(veth: str) -> str:
+    return Path(f"/proc/sys/net/ipv4/conf/{veth}/forwarding").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def engine_run(quick_run) -> tuple[subprocess.CompletedProcess, Path, dict[str, str]]:
+    # One short run for two features: its load from a remote engine (both phases of the sequential schedule
+    # through the one engine), then the host's limits. The machines' veths forward as they did before it.
+    before = {m.veth: forwarding(m.veth) for m in LocalBackend().machines.values()}
+    before["host ports"] = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+    result = start("run", "--users", "4", "--ramp", "2", "--duration", "35", "--schedule", "sequential",
+                   "--load-from", "loadgen", "--limits", timeout=900)
+    return result, (REPO / "runs" / "latest").resolve(), before
+
+
+def test_a_remote_engine_in_a_namespace_of_its_own_loads_both_machines(engine_run):
+    # JMeter's distributed mode, the path an engine on another host takes: the client here, one jmeter-server in
+    # the load generator's namespace and cgroup (ctlab-loadgen, 10.213.3.2), RMI over TLS with the lab's key.
+    result, run_dir, before = engine_run
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Starting the load generator's JMeter engine" in result.stderr
+    run = json.loads((run_dir / "run.json").read_text())
+    engine = f"{LocalBackend().loadgen.address}:1099"
+    assert run["load_from"] == "loadgen" and run["load_generator"]["engines"] == [engine]
+    assert "namespace ctlab-loadgen" in run["load_generator"]["where"]
+    for machine in ("default", "tuned"):
+        with (run_dir / "jmeter" / machine / "results.csv").open(newline="") as stream:
+            rows = list(csv.DictReader(stream))
+        assert len(rows) > 100 and all(row["success"] == "true" for row in rows), machine
+        # The engine's threads sent them (JMeter names a remote thread after its engine), one machine's each
+        assert {row["threadName"].rsplit(" ", 1)[0] for row in rows} == {f"{engine}-{machine}"}
+    assert "Starting ThreadGroup" in RunFolder(run_dir).jmeter.engine_log.read_text()
+    with RunFolder(run_dir).jmeter.loadgen.open(newline="") as stream:
+        pids = {row["loadgen_pid"] for row in csv.DictReader(stream)}
+    assert len(pids) == 2, pids     # the client's CPU and the engine's
+    # The engine is gone with the run, and the machines no longer route to its namespace
+    loadgen_machine = LocalBackend().loadgen
+    assert local.Cgroup(loadgen_machine, local.detect_cgroups()).pids() == set()
+    for machine in LocalBackend().machines.values():
+        routes = subprocess.run(["ip", "-n", machine.netns, "route"], capture_output=True, text=True).stdout
+        assert str(loadgen_machine.network) not in routes, routes
+    host_ports = before.pop("host ports")
+    assert {veth: forwarding(veth) for veth in before} == before
+    assert Path("/proc/sys/net/ipv4/ip_local_port_range").read_text() == host_ports
+    # Its own client ports, in its namespace only
+    inside = subprocess.run(["ip", "netns", "exec", loadgen_machine.netns, "cat", "/proc/sys/net/ipv4/ip_local_port_range",
+                             "/proc/sys/net/ipv4/tcp_tw_reuse"], capture_output=True, text=True).stdout.split()
+    assert inside == ["1024", "65535", "1"], inside
+    assert forwarding(loadgen_machine.veth) == Path("/proc/sys/net/ipv4/conf/default/forwarding").read_text().strip()
+    assert "namespace ctlab-loadgen" in (run_dir / "report" / "index.html").read_text()
+
+
+def test_the_hosts_limits_are_measured_on_each_machines_loopback_after_its_load(engine_run):
+    result, run_dir, _ = engine_run
+    assert result.returncode == 0, result.stderr[-4000:]
+    folder = RunFolder(run_dir)
+    run = json.loads(folder.run_json.read_text())
+    assert run["limits"]["profile"]["duration_s"] == 35 and run["ended"] == {"how": "completed"}
+    for kind, port in (("direct", 8080), ("mock", 9090)):
+        assert f"Limits: {lab_limits.KINDS[kind]}" in result.stderr
+        for machine in ("default", "tuned"):
+            with folder.jmeter.limits(kind).results(machine).open(newline="") as stream:
+                rows = list(csv.DictReader(stream))
+            assert len(rows) > 100 and all(row["success"] == "true" for row in rows), (kind, machine)
+            assert {row["URL"].split("/")[2] for row in rows} == {f"127.0.0.1:{port}"}
+            # after the machines' own load: none of it counts in the run's figures
+            assert min(int(row["timeStamp"]) for row in rows) / 1000 >= run["ended_at"] - 1
+    summary = json.loads(folder.summary_json.read_text())
+    assert set(summary["machines"]) == {"default", "tuned"} and summary["limits"]["comparable"]
+    for machine in ("default", "tuned"):
+        limit = summary["limits"]["machines"][machine]
+        assert limit["direct"]["throughput_rps"] > 0 and limit["mock"]["throughput_rps"] > 0, limit
+        assert limit["sentences"], limit
+    assert '<section id="limits">' in (run_dir / "report" / "index.html").read_text()
 
 
 def test_a_quick_capacity_run_finds_each_machines_capacity(quick_run):

@@ -24,6 +24,7 @@ from lab import load, placement  # noqa: E402
 from lab.analysis import jmeter as jmeter_analysis  # noqa: E402
 from lab.analysis import loadgen  # noqa: E402
 from lab.errors import LabError  # noqa: E402
+from lab.load import dashboards as load_dashboards  # noqa: E402
 from lab.runfolder import JMeterFolder  # noqa: E402
 
 load_run = sys.modules["lab.load.run"]
@@ -365,8 +366,8 @@ def test_the_dashboard_describes_every_sample_not_the_last_20000(tmp_path: Path)
             writer.writerow([start + i * 2, elapsed, "default", 200, "OK", "default 1-1", "text", "true", "", 100, 50,
                              1, 1, "http://127.0.0.1/data", elapsed, 0, 0])
     problems: list[str] = []
-    dashboards = load_run._generate_dashboards(load.java_executable(), load_run._runtime_jar(load.jmeter_home()),
-                                               {"default": results}, load.QUICK, out, problems)
+    dashboards = load_dashboards.generate(load.java_executable(), load_run.runtime_jar(),
+                                          {"default": results}, load.QUICK, out, problems)
     assert problems == [] and dashboards["default"].is_file()
     assert_agrees_with_the_dashboard(results, dashboards["default"])
     total = json.loads((dashboards["default"].parent / "statistics.json").read_text())["Total"]

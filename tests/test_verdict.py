@@ -118,11 +118,11 @@ def test_the_sampler_writes_what_the_reader_reads(tmp_path: Path) -> None:
     path = tmp_path / "loadgen.csv"
     sampler = cpu.CpuSampler(path)
     started = time.time()
-    sampler.sample(os.getpid(), force=True)
+    sampler.sample((os.getpid(),), force=True)
     deadline = time.monotonic() + 1.2
     while time.monotonic() < deadline:       # burn this process's CPU: it is the "load generator" here
         sum(range(10000))
-    sampler.sample(os.getpid(), force=True)
+    sampler.sample((os.getpid(),), force=True)
     rows = loadgen.read(path)
     assert len(rows) == 2 and rows[0]["loadgen_pid"] == os.getpid()
     figures = loadgen.over(rows, started - 1, time.time() + 1)
@@ -200,3 +200,33 @@ def test_a_machine_the_oom_killer_struck_says_so_not_one_burst_from_it(tmp_path:
     # killed below the 90% line (a peak the 1 s samples missed): still memory-bound
     assert verdict.judge(summary(tuned={**machine(peak=300 * MIB), "events": {"oom_kills": 2}}), csv_path)["verdict"] \
         == "memory-bound"
+    # killed on a saturated shared host (the full profile here): the kills lead, the host's bound follows
+    busy = write_loadgen(tmp_path / "busy.csv", 300, cpus=2, busy_share=0.95, jmeter_cores=0.2)
+    judged = verdict.judge(summary(tuned={**machine(peak=503 * MIB), "events": {"oom_kills": 23}}), busy)
+    assert judged["verdict"] == "memory-bound" and judged["kinds"] == ["host-bound", "memory-bound"]
+    assert [f["kind"] for f in judged["machines"]["tuned"]["findings"]] == ["memory-bound", "host-bound"]
+    assert judged["machines"]["tuned"]["verdict"] == "memory-bound" and judged["machines"]["default"]["verdict"] == \
+        "host-bound"
+
+
+def test_requests_that_failed_on_the_load_generator_itself_make_the_run_load_generator_bound(tmp_path: Path) -> None:
+    # keep-alive off: past ~470 req/s the client runs out of ports; JMeter's label as error_label writes it
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    starved = machine()
+    starved["load"].update({"all": {"samples": 90_000}, "errors_by_type": [
+        {"error": "java.net.BindException Cannot assign requested address", "count": 1200},
+        {"error": "503 Service Unavailable", "count": 40}]})
+    judged = verdict.judge(summary(tuned=starved), csv_path)
+    assert judged["verdict"] == "load-generator-bound" and judged["machines"]["default"]["verdict"] == "valid"
+    finding = judged["machines"]["tuned"]["findings"][0]
+    assert finding["figures"] == {"client_errors": 1200, "samples": 90_000}
+    assert finding["sentence"].startswith("1,200 of the requests to tuned failed on the load generator itself")
+    served = machine()
+    served["load"]["errors_by_type"] = [{"error": "503 Service Unavailable", "count": 40}]     # the machine's own
+    assert verdict.judge(summary(tuned=served), csv_path)["verdict"] == "valid"
+    few = machine()             # a handful among many: said, not a bound
+    few["load"].update({"all": {"samples": 90_000}, "errors_by_type": [
+        {"error": "java.net.BindException Cannot assign requested address", "count": 3}]})
+    judged = verdict.judge(summary(tuned=few), csv_path)
+    assert judged["verdict"] == "valid" and "3 requests failed on JMeter itself (under 0.1%)" in \
+        judged["machines"]["tuned"]["checked"]

@@ -71,6 +71,8 @@ def _single(summary: dict) -> list[str]:
                        (loads.get("default") or {}).get("throughput_rps"))
         if ratio is not None:
             lines.append(f"  tuned/default throughput: {times(ratio)}")
+    for limit in ((summary.get("limits") or {}).get("machines") or {}).values():
+        lines.extend(f"  {sentence}" for sentence in limit.get("sentences") or [])
     return lines + _ending(summary)
 
 

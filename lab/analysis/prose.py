@@ -38,7 +38,16 @@ def what_happened(summary: dict) -> list[str]:
     d, t = loaded.get("default"), loaded.get("tuned")
     settled = all((load.get("window") or {}).get("settled") is not False for load in (d, t) if load)
     ratio = _ratio(t.get("throughput_rps"), d.get("throughput_rps")) if d and t and settled else None
-    if ratio is not None:
+    failing = ratio is not None and any(load.get("error_rate") for load in (d, t))
+    if failing:
+        # A machine failing fast looks busy: with errors, what counts is what was answered well.
+        good = _ratio(t.get("good_throughput_rps"), d.get("good_throughput_rps"))
+        sentences.append(
+            f"tuned answered {times(good)} the requests per second without error of default in the steady state "
+            f"({t['good_throughput_rps']:,.1f} vs {d['good_throughput_rps']:,.1f} req/s); in all tuned served "
+            f"{rate(t['throughput_rps'])} with {pct(t.get('error_rate'))} errors, default {rate(d['throughput_rps'])} "
+            f"with {pct(d.get('error_rate'))}.")
+    elif ratio is not None:
         total = _ratio(t["all"]["samples"], d["all"]["samples"])
         sentences.append(
             f"tuned served {times(ratio)} the requests per second of default in the steady state "
@@ -94,23 +103,23 @@ def what_happened(summary: dict) -> list[str]:
         peak = (entry.get("memory") or {}).get("peak_bytes")
         if peak is not None:
             limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
+            struck = _oom_kills(entry)
             sentences.append(f"{machine} peaked at {mib(peak)} of memory"
                              + (f", {peak / limit:.0%} of its {mib(limit)} limit" if limit else "")
                              + f" ({entry['memory']['source']})."
+                             + (f" At that, the kernel's OOM killer struck {struck} time{'s' if struck != 1 else ''}."
+                                if struck and limit and peak / limit >= NEAR_LIMIT else "")
                              + (f" That is within {1 - NEAR_LIMIT:.0%} of the limit: a little more load, or a burst, "
                                 "and the kernel's OOM killer ends the largest process, the JVM."
-                                if limit and NEAR_LIMIT <= peak / limit < 1 else "")
-                             + (" That is at the limit: the kernel's OOM killer was one allocation away, or struck."
-                                if limit and peak / limit >= 1 else ""))
+                                if not struck and limit and NEAR_LIMIT <= peak / limit < 1 else "")
+                             + (" That is at the limit: the kernel's OOM killer was one allocation away."
+                                if not struck and limit and peak / limit >= 1 else ""))
     # Process exits, OOM kills, crash files
     for machine, entry in machines.items():
         events = entry.get("events") or {}
-        for exit_ in events.get("process_exits") or []:
-            if isinstance(exit_, dict):
-                sentences.append(f"{machine}: {exit_.get('process', 'a process')} exited at {clock(exit_.get('at_s'))} "
-                                 f"({exit_.get('reason') or 'no reason recorded'}).")
-        oom = events.get("oom_kills")
-        if isinstance(oom, int) and not isinstance(oom, bool) and oom > 0:
+        sentences.extend(_exits(machine, [e for e in events.get("process_exits") or [] if isinstance(e, dict)]))
+        oom = _oom_kills(entry)
+        if oom:
             sentences.append(f"{machine}: the kernel's OOM killer struck {oom} time{'s' if oom != 1 else ''}.")
         if entry.get("crash_files"):
             sentences.append(f"{machine}: crash files: " + ", ".join(Path(f).name for f in entry["crash_files"]) + ".")
@@ -120,6 +129,32 @@ def what_happened(summary: dict) -> list[str]:
                              "(broken, or a time no run could have) and {} left out of every figure."
                              .format("were" if skipped != 1 else "was"))
     return sentences
+
+
+def _oom_kills(entry: dict) -> int:
+    oom = (entry.get("events") or {}).get("oom_kills")
+    return oom if isinstance(oom, int) and not isinstance(oom, bool) and oom > 0 else 0
+
+
+# A process that exited this many times in a run gets one sentence, not one per exit.
+REPEATED_EXITS = 3
+
+
+def _exits(machine: str, exits: list[dict]) -> list[str]:
+    """Each process's exits: one sentence each, or one for all of a process that kept exiting."""
+    said = []
+    for process in dict.fromkeys(e.get("process", "a process") for e in exits):
+        own = [e for e in exits if e.get("process", "a process") == process]
+        if len(own) < REPEATED_EXITS:
+            said.extend(f"{machine}: {process} exited at {clock(e.get('at_s'))} "
+                        f"({e.get('reason') or 'no reason recorded'})." for e in own)
+            continue
+        times_s = [number(e.get("at_s")) for e in own if number(e.get("at_s")) is not None]
+        reasons = list(dict.fromkeys(e.get("reason") or "no reason recorded" for e in own))
+        span = (f" between {clock(min(times_s))} and {clock(max(times_s))}, about every "
+                f"{(max(times_s) - min(times_s)) / (len(times_s) - 1):.0f} s" if len(times_s) > 1 else "")
+        said.append(f"{machine}: {process} exited {len(own)} times{span} ({'; '.join(reasons)}).")
+    return said
 
 
 # A longest pause this many times the 99th percentile, among at least LONE_PAUSE_MIN_COUNT, stands alone.

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.analysis import capacity, gclog, inputs, thresholds, verdict
+from lab.analysis import capacity, claims, gclog, inputs, limits, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -100,6 +100,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
                 "host": run.get("host"), "versions": run.get("versions"),
                 "placement": run.get("placement") if isinstance(run.get("placement"), dict) else None,
                 "mode": run.get("mode"), "tuned_knobs": run.get("tuned_knobs"),
+                "load_from": run.get("load_from"), "load_generator": run.get("load_generator"),
                 "t0": t0, "t0_basis": "run.json started_at" if started is not None else "first sample"},
         "definitions": {"percentile": PERCENTILE_DEFINITION,
                         "steady_window": "end of the warm-up (MSER-5 on throughput and latency, never before the "
@@ -125,12 +126,14 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         problems.extend(f"{machine}: {p}" for p in entry["missing"])
 
     summary["comparison"] = _comparison(summary["machines"])
+    summary["limits"] = limits.analyze(folder, run, summary["machines"], problems)
     if _step_load(run) is not None:
         summary["capacity"] = capacity.compare({name: m.get("capacity") or {} for name, m in summary["machines"].items()})
     # A trial is not judged alone: its repeated run checks the thresholds on the trials' means.
     if isinstance(run.get("thresholds"), dict) and run["thresholds"] and not folder.is_trial:
         summary["thresholds"] = thresholds.check(summary, run["thresholds"])
     summary["verdict"] = verdict.judge(summary, folder.jmeter.loadgen)
+    summary["claims"] = claims.answer(summary, series)
     summary["knobs"] = _knobs(knobs)
     summary["observed"] = _observed(status, machines)
     summary["what_happened"] = what_happened(summary)

@@ -2,12 +2,15 @@
 what bound it. Computed from the figures already in the summary (JMeter's results, PCP, events)
 and from the load generator's own CPU counters (jmeter/loadgen.csv), with the figures behind it.
 
-Kinds, most telling first; a machine gets every kind that applies, the run the first of all:
+Kinds, most telling first (a machine the OOM killer struck is memory-bound before anything else bound its
+load); a machine gets every kind that applies, the run the first of all:
 - not settled: no steady state (lab/analysis/steady.py): its ratio would compare warm-ups;
 - host-bound: the machines and JMeter share CPUs and the host had under HOST_IDLE_MIN_PCT idle;
-- load-generator-bound: JMeter used over LOADGEN_BUSY_MAX of the CPUs it had, or (a capacity run) could
-  not deliver a step's rate before the machine had missed the SLO;
-- backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core;
+- load-generator-bound: JMeter used over LOADGEN_BUSY_MAX of the CPUs it had, requests failed on the load
+  generator itself (out of client ports), or (a capacity run) it could not deliver a step's rate before the
+  machine had missed the SLO;
+- backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core, or (with the
+  host's limits measured) the machine served BACKEND_NEAR or more of what the mock alone served;
 - memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit;
 - incomplete: the run was interrupted or failed before the plan's end.
 A run is valid only when every check could be made: a machine without JMeter results, or a run without
@@ -18,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.analysis import loadgen
+from lab.analysis.jmeter import client_side
 from lab.analysis.numbers import clock, number
 from lab.analysis.prose import NEAR_LIMIT
 from lab.analysis.text import mib
@@ -27,6 +31,8 @@ from lab.placement import LOADGEN, parse_cpulist
 HOST_IDLE_MIN_PCT = 10.0
 LOADGEN_BUSY_MAX = 0.9
 BACKEND_CPU_MAX_CORES = 0.9
+CLIENT_ERRORS_MAX = 0.001  # requests failing on JMeter itself (out of client ports): from 0.1% on, JMeter's limit
+BACKEND_NEAR = 0.9      # through HTTPD at 90% or more of what the mock alone served (--limits): the backend's pace
 THRESHOLDS = {"host_idle_min_pct": HOST_IDLE_MIN_PCT, "loadgen_busy_max": LOADGEN_BUSY_MAX,
               "backend_cpu_max_cores": BACKEND_CPU_MAX_CORES, "memory_near_limit": NEAR_LIMIT}
 ORDER = ("incomplete", "not settled", "host-bound", "load-generator-bound", "backend-bound", "memory-bound")
@@ -40,7 +46,8 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
     machines = {}
     for name in MACHINES:
         entry = (summary.get("machines") or {}).get(name) or {}
-        machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"))
+        limits = ((summary.get("limits") or {}).get("machines") or {}).get(name)
+        machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"), limits)
     findings = [f for name in MACHINES for f in machines[name]["findings"]]
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
@@ -48,7 +55,7 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
                             "sentence": f"The run was {'stopped by an error' if ended['how'] == 'failed' else ended['how']} "
                                         f"during {ended.get('during', '?')}: its figures cover only part of the plan."})
     unchecked = [f"{name}: {what}" for name in MACHINES for what in machines[name]["unchecked"]]
-    findings.sort(key=lambda f: ORDER.index(f["kind"]))
+    findings.sort(key=_rank)
     if findings:
         verdict, sentence = findings[0]["kind"], findings[0]["sentence"]
     elif unchecked:
@@ -63,7 +70,15 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
                      "steady window, PCP's per-process CPU over the load, the memory peak against the limit"}
 
 
-def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], schedule: str | None) -> dict:
+def _rank(finding: dict) -> float:
+    """ORDER's, except that a machine the OOM killer struck comes before any bound on the load: it failed."""
+    if finding["kind"] == "memory-bound" and (finding.get("figures") or {}).get("oom_kills"):
+        return ORDER.index("host-bound") - 0.5
+    return ORDER.index(finding["kind"])
+
+
+def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], schedule: str | None,
+                   limits: dict | None = None) -> dict:
     findings: list[dict] = []
     checked: list[str] = []
     unchecked: list[str] = []
@@ -83,6 +98,7 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
         elif window.get("start_s") is not None:
             checked.append(f"steady from {clock(window['start_s'])} ({window.get('warmup_s') or 0:.0f} s of warm-up "
                            f"after the ramp-up) to {clock(window.get('end_s'))}")
+    _judge_client_errors(name, load, findings, checked)
     host = loadgen.over(rows, window["start_at"], window["end_at"]) if window.get("duration_s", 0) > 0 else None
     shared = not placement.get("dedicated", False)
     if load and not host:
@@ -113,6 +129,7 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                                      "the tuning can buy."})
     elif backend is not None:
         checked.append(f"backend {backend:.2f} cores")
+    _judge_backend_limit(name, limits or {}, findings, checked)
     peak = number((entry.get("memory") or {}).get("peak_bytes"))
     limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
     if peak is not None and limit:
@@ -127,8 +144,44 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                                             "only up to this load.")})
         else:
             checked.append(f"memory peak {peak / limit:.0%} of {mib(limit)}")
+    findings.sort(key=_rank)
     return {"verdict": findings[0]["kind"] if findings else ("unknown" if unchecked else "valid"),
             "findings": findings, "checked": checked, "unchecked": unchecked}
+
+
+def _judge_client_errors(name: str, load: dict, findings: list[dict], checked: list[str]) -> None:
+    """Requests that failed on the load generator itself: out of client ports (keep-alive off leaves every closed
+    connection's port in TIME_WAIT for 60 s), so they say nothing about the machine. From CLIENT_ERRORS_MAX of
+    the requests on, JMeter was the limit."""
+    client = sum(int(e.get("count") or 0) for e in load.get("errors_by_type") or [] if client_side(str(e.get("error"))))
+    samples = number((load.get("all") or {}).get("samples")) or 0
+    if not client:
+        return
+    if samples and client / samples < CLIENT_ERRORS_MAX:
+        checked.append(f"{client:,} requests failed on JMeter itself (under {CLIENT_ERRORS_MAX:.1%})")
+        return
+    findings.append({"kind": "load-generator-bound", "machine": name,
+                     "figures": {"client_errors": client, "samples": samples or None},
+                     "sentence": f"{client:,} of the requests to {name} failed on the load generator itself "
+                                 "(\"Cannot assign requested address\": it ran out of client ports, each closed "
+                                 "connection holding one for 60 s): those errors, and the ratio, are the client's, "
+                                 "not the machine's."})
+
+
+def _judge_backend_limit(name: str, limits: dict, findings: list[dict], checked: list[str]) -> None:
+    """--limits: did the machine serve through HTTPD about what the mock alone serves at the same users?"""
+    share = number(limits.get("backend_share"))
+    if share is None:
+        return
+    served, alone = limits["httpd"]["throughput_rps"], limits["mock"]["throughput_rps"]
+    if share >= BACKEND_NEAR:
+        findings.append({"kind": "backend-bound", "machine": name,
+                         "figures": {"throughput_rps": served, "mock_alone_rps": alone, "backend_share": share},
+                         "sentence": f"{name} served {served:.0f} req/s through HTTPD, {share:.0%} of the {alone:.0f} "
+                                     "req/s the mock backend served alone at the same users: the backend set the "
+                                     "pace, so the ratio understates what the tuning can buy."})
+    else:
+        checked.append(f"{share:.0%} of the mock alone")
 
 
 def _judge_steps(name: str, capacity: dict, findings: list[dict], checked: list[str]) -> None:

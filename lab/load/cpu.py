@@ -43,13 +43,17 @@ class CpuSampler:
             with path.open("w", newline="") as stream:
                 csv.writer(stream).writerow(COLUMNS)
 
-    def sample(self, pid: int, force: bool = False) -> None:
+    def sample(self, pids: tuple[int, ...], force: bool = False) -> None:
+        """A row per process of the load generator (JMeter, and remote engines on this host), read together."""
         now = time.monotonic()
         if not force and now < self.next_at:
             return
         self.next_at = now + SAMPLE_EVERY_S
         busy, idle = host_times()
-        own = process_cpu_s(pid)
+        stamp = f"{time.time():.3f}"
         with self.path.open("a", newline="") as stream:
-            csv.writer(stream).writerow([f"{time.time():.3f}", f"{busy:.2f}", f"{idle:.2f}", self.cpus, pid,
-                                         "" if own is None else f"{own:.2f}"])
+            writer = csv.writer(stream)
+            for pid in pids:
+                own = process_cpu_s(pid)
+                writer.writerow([stamp, f"{busy:.2f}", f"{idle:.2f}", self.cpus, pid,
+                                 "" if own is None else f"{own:.2f}"])

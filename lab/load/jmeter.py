@@ -65,9 +65,9 @@ def launch(java: str, jar: Path, *args: str) -> list[str]:
     return [java, *JVM_ARGS, "-jar", str(jar), *args]
 
 
-def as_properties(properties: dict[str, str]) -> list[str]:
-    """JMeter properties as its command line takes them (-Jname=value)."""
-    return [f"-J{key}={value}" for key, value in properties.items()]
+def as_properties(properties: dict[str, str], flag: str = "-J") -> list[str]:
+    """JMeter properties as its command line takes them: -Jname=value, or -Gname=value for remote engines."""
+    return [f"{flag}{key}={value}" for key, value in properties.items()]
 
 
 def _pom_hash() -> str:
@@ -147,11 +147,16 @@ def prepare() -> None:
 
 
 
-def command_line(args: list[str], properties: dict[str, str]) -> list[str]:
-    """The lab's own JMeter as its bin/jmeter script would start it, with properties (-J) and the
-    user's arguments: the GUI without arguments, `-n -t PLAN.jmx` for a plan of one's own."""
+def runtime_jar() -> Path:
+    """The assembled JMeter's launcher jar (bin/ApacheJMeter-<version>.jar), assembling JMeter first if needed."""
     prepare()
     home = jmeter_home()
     if home is None:
         raise LoadError("JMeter is not assembled: prepare() failed")
-    return launch(java_executable(), _runtime_jar(home), *as_properties(properties), *args)
+    return _runtime_jar(home)
+
+
+def command_line(args: list[str], properties: dict[str, str]) -> list[str]:
+    """The lab's own JMeter as its bin/jmeter script would start it, with properties (-J) and the
+    user's arguments: the GUI without arguments, `-n -t PLAN.jmx` for a plan of one's own."""
+    return launch(java_executable(), runtime_jar(), *as_properties(properties), *args)

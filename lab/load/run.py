@@ -9,42 +9,43 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from lab.interrupts import sigterm_as_interrupt
 from lab.load.cpu import CpuSampler
-from lab.load.jmeter import PLAN, _runtime_jar, as_properties, java_executable, jmeter_home, launch, prepare
+from lab.load.dashboards import generate as generate_dashboards
+from lab.load.engines import Engines, client_arguments, split_users
+from lab.load.jmeter import PLAN, as_properties, java_executable, launch, runtime_jar
 from lab.load.openmodel import StepLoad, StepWatch, open_plan
+from lab.load.processes import kill, wait
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
-from lab.load.progress import _complete_records, _MachineProgress
+from lab.load.progress import _MachineProgress
 from lab.load.targets import _parse_targets, _Target
 from lab.machines import MACHINES
 from lab.placement import cpulist, parse_cpulist
 from lab.runfolder import JMeterFolder
 
-# Engine settings the lab relies on (also in the assembled bin/user.properties, see jmeter/pom.xml).
+# Settings the lab relies on (also in the assembled bin/user.properties, see jmeter/pom.xml): the samplers'
+# (where the plan runs: this JMeter, or its remote engines), and the JMeter that writes the results'.
+SAMPLER_PROPERTIES = {"httpclient.reset_state_on_thread_group_iteration": "false"}
 ENGINE_PROPERTIES = {
     "jmeter.save.saveservice.autoflush": "true",          # every sample reaches the CSV at once
     "jmeter.save.saveservice.output_format": "csv",
     "jmeter.save.saveservice.print_field_names": "true",
     "jmeter.save.saveservice.timestamp_format": "ms",
-    "httpclient.reset_state_on_thread_group_iteration": "false",
     "jmeterengine.force.system.exit": "true",
     "summariser.interval": "10",
 }
-# The dashboards' statistics over every sample: JMeter's default (20,000) keeps only the last samples
-# for percentiles, so a long run's dashboard would describe its last seconds. -1: no window.
-DASHBOARD_PROPERTIES = {"jmeter.reportgenerator.statistic_window": "-1"}
 CSV_COLUMNS = ("timeStamp", "elapsed", "label", "responseCode", "responseMessage", "threadName", "dataType",
                "success", "failureMessage", "bytes", "sentBytes", "grpThreads", "allThreads", "URL", "Latency",
                "IdleTime", "Connect")
 
 SHUTDOWN_GRACE_S = 10.0     # "Shutdown": threads finish their current sample
 STOP_NOW_GRACE_S = 10.0     # "StopTestNow": in-flight samples are interrupted
-KILL_GRACE_S = 5.0          # SIGTERM, then SIGKILL
-DASHBOARD_TIMEOUT_S = 900.0
 
 
 def _free_udp_port() -> int:
@@ -53,7 +54,16 @@ def _free_udp_port() -> int:
         return s.getsockname()[1]
 
 
-def _send_command(port: int, command: str) -> None:
+def _send_command(port: int, command: str, prefix: list[str] | None = None) -> None:
+    """One of JMeter's UDP commands to its loopback port; inside a machine's network when JMeter runs there."""
+    if prefix:
+        script = "import socket,sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(sys.argv[2].encode(), " \
+                 "('127.0.0.1', int(sys.argv[1])))"
+        try:
+            subprocess.run([*prefix, sys.executable, "-c", script, str(port), command], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        return
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.sendto(command.encode(), ("127.0.0.1", port))
@@ -61,40 +71,20 @@ def _send_command(port: int, command: str) -> None:
         pass
 
 
-def _wait(popen: subprocess.Popen, seconds: float) -> bool:
-    try:
-        popen.wait(timeout=seconds)
-        return True
-    except subprocess.TimeoutExpired:
-        return False
-
-
-def _stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str]) -> None:
+def _stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str], prefix: list[str] | None = None) -> None:
     """JMeter's own shutdown (finish current samples), then StopTestNow, then SIGTERM, then SIGKILL."""
     try:
         if popen.poll() is None:
-            _send_command(udp_port, "Shutdown")
-            if _wait(popen, SHUTDOWN_GRACE_S):
+            _send_command(udp_port, "Shutdown", prefix)
+            if wait(popen, SHUTDOWN_GRACE_S):
                 return
-            _send_command(udp_port, "StopTestNow")
-            if _wait(popen, STOP_NOW_GRACE_S):
+            _send_command(udp_port, "StopTestNow", prefix)
+            if wait(popen, STOP_NOW_GRACE_S):
                 return
             problems.append("JMeter ignored Shutdown/StopTestNow; terminated")
     except KeyboardInterrupt:                   # a second Ctrl-C: no more patience
         problems.append("stopped JMeter forcibly (second interrupt)")
-    _kill(popen)
-
-
-def _kill(popen: subprocess.Popen) -> None:
-    if popen.poll() is not None:
-        return
-    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 30.0)):
-        try:
-            os.killpg(popen.pid, sig)           # own session: the group is JMeter's JVM only
-        except (ProcessLookupError, PermissionError):
-            pass
-        if _wait(popen, grace):
-            return
+    kill(popen)
 
 
 def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder) -> Path:
@@ -103,93 +93,39 @@ def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder) -> Path:
 
 
 def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: LoadProfile | StepLoad,
-                    phase: list[_Target], path: str, folder: JMeterFolder) -> list[str]:
-    props = {**ENGINE_PROPERTIES, **profile.properties(), "path": path,
-             "jmeterengine.nongui.port": str(udp_port), "jmeterengine.nongui.maxport": str(udp_port)}
+                    phase: list[_Target], path: str, folder: JMeterFolder, engines: Engines | None = None) -> list[str]:
+    """JMeter for one phase: the plan's properties (-J here, or -G, sent to the remote engines that run it)
+    and the client's own (its shutdown port, where each machine's results go)."""
+    plan = {**SAMPLER_PROPERTIES, **profile.properties(), "path": path}
+    client = {**ENGINE_PROPERTIES, "jmeterengine.nongui.port": str(udp_port),
+              "jmeterengine.nongui.maxport": str(udp_port)}
     active = {t.machine: t for t in phase}
     for machine in MACHINES:
         target = active.get(machine)
-        props.update(profile.group_properties(machine, active=target is not None))
+        plan.update(profile.group_properties(machine, active=target is not None))
         if target is None:                      # this group idles, its results nowhere
-            props[f"{machine}.results"] = os.devnull
+            client[f"{machine}.results"] = os.devnull
             continue
-        props.update({f"{machine}.protocol": target.protocol,
-                      f"{machine}.host": target.host, f"{machine}.port": str(target.port),
-                      f"{machine}.path": target.path,
-                      f"{machine}.results": str(folder.results(machine))})
-    return launch(java, jar, "-n", "-t", str(_plan(profile, folder)), "-j", str(log), *as_properties(props))
-
-
-def _granularity_ms(duration_s: int) -> int:
-    """Dashboard graph granularity: fine for short runs, smoother for long ones."""
-    return 1000 if duration_s <= 300 else 5000 if duration_s <= 1800 else 10000
-
-
-def _trim_partial_record(csv_path: Path) -> None:
-    """A killed JMeter may leave half a line; the report generator would choke on it."""
-    data = csv_path.read_bytes()
-    complete, rest = _complete_records(data)
-    if rest:
-        with csv_path.open("r+b") as stream:
-            stream.truncate(len(complete))
-
-
-def _has_samples(csv_path: Path) -> bool:
-    try:
-        with csv_path.open("rb") as stream:
-            stream.readline()
-            return bool(stream.readline().strip())
-    except OSError:
-        return False
-
-
-def _generate_dashboards(java: str, jar: Path, results: dict[str, Path], profile: LoadProfile | StepLoad,
-                         out: JMeterFolder, problems: list[str]) -> dict[str, Path]:
-    """JMeter's report generator (`-g results.csv -o dashboard`), one per machine, concurrently."""
-    running: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
-    dashboards: dict[str, Path] = {}
-    try:
-        for machine, csv_path in results.items():
-            if not _has_samples(csv_path):
-                problems.append(f"{machine}: no samples, no dashboard")
-                continue
-            _trim_partial_record(csv_path)
-            folder = out.dashboard_dir(machine)
-            shutil.rmtree(folder, ignore_errors=True)
-            log = out.dashboard_log(machine)
-            scratch = out.dashboard_scratch(machine)
-            shutil.rmtree(scratch, ignore_errors=True)
-            command = launch(java, jar, "-g", str(csv_path), "-o", str(folder), "-j", str(log), *as_properties({
-                **DASHBOARD_PROPERTIES,
-                "jmeter.reportgenerator.overall_granularity": str(_granularity_ms(profile.duration_s)),
-                "jmeter.reportgenerator.report_title": f"camel-tuning-lab: {machine}",
-                "jmeter.reportgenerator.temp_dir": str(scratch)}))
-            with out.dashboard_out(machine).open("w") as stream:
-                popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-            running[machine] = (popen, folder, log)
-        deadline = time.monotonic() + DASHBOARD_TIMEOUT_S
-        for machine, (popen, folder, log) in running.items():
-            if not _wait(popen, max(1.0, deadline - time.monotonic())):
-                _kill(popen)
-                problems.append(f"{machine}: dashboard generation timed out")
-            elif popen.returncode == 0 and (folder / "index.html").is_file():
-                dashboards[machine] = folder / "index.html"
-            else:
-                problems.append(f"{machine}: dashboard generation failed (exit {popen.returncode}); see {log}")
-    except KeyboardInterrupt:
-        problems.append("dashboard generation interrupted")
-    finally:
-        for machine, (popen, _, _) in running.items():
-            _kill(popen)
-            shutil.rmtree(out.dashboard_scratch(machine), ignore_errors=True)
-    return dashboards
+        plan.update({f"{machine}.protocol": target.protocol, f"{machine}.host": target.host,
+                     f"{machine}.port": str(target.port), f"{machine}.path": target.path})
+        client[f"{machine}.results"] = str(folder.results(machine))
+    head = ["-n", "-t", str(_plan(profile, folder)), "-j", str(log)]
+    if engines is None:
+        return launch(java, jar, *head, *as_properties({**plan, **client}))
+    if isinstance(profile, LoadProfile):        # each engine runs the whole plan: a share of the users each
+        for machine in active:
+            plan[f"{machine}.users"] = str(split_users(profile.users, len(engines.hosts)))
+    elif len(engines.hosts) > 1:
+        raise LoadError(f"an open model's arrival rates are not split over {len(engines.hosts)} engines: use one")
+    return launch(java, jar, *head, *client_arguments(engines),
+                  *as_properties(client), *as_properties(plan, flag="-G"))
 
 
 def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path, schedule: str = "parallel",
         on_progress: Callable[[dict], None] | None = None, *, path: str,
         progress_interval_s: float = 5.0, allow_any_host: bool = False,
-        order: tuple[str, ...] | None = None, cpus: str | None = None) -> LoadResult:
+        order: tuple[str, ...] | None = None, cpus: str | None = None, engines: Engines | None = None,
+        enter: dict[str, list[str]] | None = None) -> LoadResult:
     """Load the machines with the plan, then build each machine's dashboard.
 
     targets: machine ("default"/"tuned") -> base URL (http://10.213.1.2); the request path is `path`
@@ -199,18 +135,17 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     order: the machines' order in the sequential schedule (default: default first), so repeated trials can
     alternate it and drift favours neither machine. cpus: a cpulist JMeter is pinned to (taskset), the CPUs the
     placement gives the load generator; the affinity JMeter really had is in the result (loadgen_cpus).
+    engines: remote JMeter engines that generate the load (lab/load/engines.py), this JMeter their client.
+    enter: machine -> a command prefix that runs its JMeter in the machine's network (sequential schedule only).
     Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
     parsed = _parse_targets(targets, path, allow_any_host)
     if order is not None:
         parsed.sort(key=lambda target: order.index(target.machine) if target.machine in order else len(order))
-    prepare()
-    java = java_executable()
-    home = jmeter_home()
-    if home is None:
-        raise LoadError("JMeter is not assembled: prepare() failed")
-    jar = _runtime_jar(home)
+    if enter and schedule != "sequential":
+        raise ValueError("JMeter enters a machine's network one machine at a time: schedule='sequential'")
+    generator = _Generator(java_executable(), runtime_jar(), cpus, engines, enter or {})
 
     out = JMeterFolder(Path(out_dir).resolve())
     out.root.mkdir(parents=True, exist_ok=True)
@@ -240,8 +175,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     with sigterm_as_interrupt():
         for phase in phases:
             try:
-                complete = _run_phase(java, jar, phase, profile, out, len(phases) > 1, progress, report,
-                                      progress_interval_s, problems, sampler, cpus, affinity)
+                complete = _run_phase(generator, phase, profile, out, len(phases) > 1, progress, report,
+                                      progress_interval_s, problems, sampler, affinity)
             except KeyboardInterrupt:
                 interrupted = True
                 break
@@ -249,7 +184,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
                 interrupted = True
                 break
         results = {m: p.results for m, p in progress.items() if p.results.is_file()}
-        dashboards = _generate_dashboards(java, jar, results, profile, out, problems)
+        dashboards = generate_dashboards(generator.java, generator.jar, results, profile, out, problems)
         if "dashboard generation interrupted" in problems:
             interrupted = True
     return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
@@ -258,18 +193,36 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
                       loadgen_cpus=cpulist(cpu for found in affinity for cpu in parse_cpulist(found)) or None)
 
 
-def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile | StepLoad, out: JMeterFolder,
+@dataclass(frozen=True)
+class _Generator:
+    """The JMeter that loads: its Java and jar, the CPUs it is pinned to, the remote engines it drives."""
+    java: str
+    jar: Path
+    cpus: str | None
+    engines: Engines | None
+    enter: dict[str, list[str]]         # machine -> the prefix that puts its JMeter in the machine's network
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """Engines on this host whose CPU counts as the load generator's."""
+        return self.engines.pids if self.engines else ()
+
+
+def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile | StepLoad, out: JMeterFolder,
                own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
-               interval_s: float, problems: list[str], sampler: CpuSampler, cpus: str | None,
-               affinity: list[str]) -> bool:
+               interval_s: float, problems: list[str], sampler: CpuSampler, affinity: list[str]) -> bool:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
     False if JMeter was killed by a signal the lab did not send (the kernel's OOM killer sends SIGKILL)."""
     udp_port = _free_udp_port()
     log = out.log
     phase_log = out.phase_log(phase[0].machine) if own_log else log
-    command = _jmeter_command(java, jar, phase_log, udp_port, profile, phase, phase[0].path, out)
-    if cpus:
-        command = ["taskset", "--cpu-list", cpus, *command]     # it sets the affinity, then execs JMeter
+    jar = generator.jar
+    command = _jmeter_command(generator.java, jar, phase_log, udp_port, profile, phase, phase[0].path, out,
+                              generator.engines)
+    entered = generator.enter.get(phase[0].machine)
+    command = [*(entered or []), *command]
+    if generator.cpus:
+        command = ["taskset", "--cpu-list", generator.cpus, *command]     # it sets the affinity, then execs JMeter
     popen = None
     machines = [progress[t.machine] for t in phase]
     # Bounded whatever happens: the plan stops itself at duration_s; past that plus the longest sample
@@ -280,7 +233,7 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile 
         with out.out.open("a") as stream:
             popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
-        sampler.sample(popen.pid, force=True)
+        sampler.sample((popen.pid, *generator.pids), force=True)
         now = time.monotonic()
         for machine in machines:
             machine.start(now)
@@ -288,13 +241,13 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile 
         observed = None
         while popen.poll() is None:
             time.sleep(0.2)
-            sampler.sample(popen.pid)
+            sampler.sample((popen.pid, *generator.pids))
             if observed is None and (observed := _affinity(popen.pid)) is not None:
                 affinity.append(observed)
             now = time.monotonic()
             if now - machines[0].started > overrun_s:
                 problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")
-                _stop_jmeter(popen, udp_port, problems)
+                _stop_jmeter(popen, udp_port, problems, entered)
                 stopped = True
                 break
             if now >= next_report:
@@ -305,19 +258,19 @@ def _run_phase(java: str, jar: Path, phase: list[_Target], profile: LoadProfile 
                 if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
                     for machine in machines:
                         machine.ended_early_s = round(now - machines[0].started, 1)
-                    _stop_jmeter(popen, udp_port, problems)
+                    _stop_jmeter(popen, udp_port, problems, entered)
                     stopped = True
                     break
     except KeyboardInterrupt:
         if popen is not None:
             for machine in machines:
                 machine.state = "stopping"
-            _stop_jmeter(popen, udp_port, problems)
+            _stop_jmeter(popen, udp_port, problems, entered)
         _finish_phase(machines, popen, own_log, phase_log, log, problems)
         raise
     except BaseException:
         if popen is not None:
-            _kill(popen)
+            kill(popen)
         raise
     _finish_phase(machines, popen, own_log, phase_log, log, problems)
     if popen.returncode not in (0, None) and not any(m.samples for m in machines):

@@ -36,6 +36,7 @@ class Manifest:
     processes: tuple[str, ...]
     pcp_archive: str                        # pmlogger's archive base, relative to home
     evidence: dict[str, list[str]]          # run-folder kind (pcp, gc, logs, crash) -> globs under home
+    backend_url: str | None = None          # where the service calls the mock (absent from older manifests)
 
     @property
     def base_url(self) -> str:
@@ -82,7 +83,8 @@ def read(name: str, folder: Path = MANIFESTS) -> Manifest:
                         group=data["group"], service_manager=data["service_manager"],
                         service_path=data["service_path"], ports={k: int(v) for k, v in data["ports"].items()},
                         processes=tuple(data["processes"]), pcp_archive=data["pcp_archive"],
-                        evidence={k: list(v) for k, v in data["evidence"].items()})
+                        evidence={k: list(v) for k, v in data["evidence"].items()},
+                        backend_url=data.get("backend_url"))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise NotProvisioned(f"machine {name}: {path} lacks {error}: run ./start.sh up again") from None
 

@@ -8,9 +8,12 @@ import shutil
 import stat
 import subprocess
 import tarfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+from lab.load.engines import Engines
 
 
 @dataclass
@@ -77,6 +80,18 @@ class Backend(Protocol):
 
     def journal(self, name: str, since: float, until: float) -> str:
         """What the service manager logged about the lab's processes (systemd machines; else "")."""
+        ...
+
+    has_engines: bool           # whether engines() gives remote JMeter engines (--load-from loadgen)
+
+    def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> AbstractContextManager[Engines]:
+        """Remote JMeter engines that reach targets (address, port), for the length of one load run; an
+        engine running on this host writes its log and output to log and out."""
+        ...
+
+    def network_prefix(self, name: str) -> list[str] | None:
+        """A command prefix that runs a process of this host in the machine's network, where its loopback ports
+        are (the host's limits, lab/limits.py); None where this host cannot enter it."""
         ...
 
 

@@ -7,9 +7,12 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lab.errors import StepFailed
+from lab.load.engines import Engines
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Pulled, unpack_plain_files
 from lab.paths import ANSIBLE_DIR, INVENTORIES, VENV
@@ -19,6 +22,7 @@ class SshBackend:
     """Real hosts named default and tuned in an Ansible inventory; commands go through Ansible."""
 
     name = "ssh"
+    has_engines = False
     service_manager = "systemd"
     emulation_note = "ssh backend: two real hosts"
 
@@ -116,6 +120,14 @@ class SshBackend:
         vmstat = self.run_in(name, ["cat", "/proc/vmstat"]).stdout
         kills = re.search(r"^oom_kill (\d+)$", vmstat, re.M)
         return {"oom_kills": int(kills[1]) if kills else None, "peak_memory_bytes": None}
+
+    @contextmanager
+    def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> Iterator[Engines]:
+        raise StepFailed(f"the {self.name} backend has no remote JMeter engines yet")
+        yield                   # a context manager, as the protocol's
+
+    def network_prefix(self, name: str) -> list[str] | None:
+        return None     # the machine's loopback is reached from inside it only
 
     def journal(self, name: str, since: float, until: float) -> str:
         """What systemd logged about the lab's services during the run."""

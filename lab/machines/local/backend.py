@@ -3,15 +3,19 @@ supervisord (the rest of this package creates and removes them)."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lab import placement
 from lab.hostlab import remove_if_empty
+from lab.load.engines import Engines
 from lab.machines import MACHINES, manifest
+from lab.machines.local import loadgen
 from lab.machines.local.cgroups import Cgroup, detect_cgroups
 from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
 from lab.machines.local.machine import machines
-from lab.machines.local.network import run_in
+from lab.machines.local.network import _enter_netns, run_in
 from lab.machines.protocol import Pulled, copy_no_follow
 from lab.paths import INVENTORIES, LOCAL_ROOT
 
@@ -20,6 +24,7 @@ class LocalBackend:
     """Each machine is a network namespace plus a cgroup on this host (the rest of this package creates and removes them)."""
 
     name = "local"
+    has_engines = True          # remote JMeter engines: one in a load-generator namespace (loadgen.py)
     service_manager = "supervisord"
     inventory = INVENTORIES / "local" / "hosts.yml"
     emulation_note = ("local backend: both machines share this host's kernel and cores; each is limited to "
@@ -29,12 +34,14 @@ class LocalBackend:
         # CPUs of their own when the host has enough (lab/placement.py), else the machines share them.
         where = placement.for_backend(self.name)
         self.machines = machines(root, {name: where.cpus[name] for name in MACHINES} if where.dedicated else None)
+        self.loadgen = loadgen.loadgen_machine(root, where.cpus[placement.LOADGEN], pinned=where.dedicated)
 
     def up(self) -> None:
         for machine in self.machines.values():
             up(machine)
 
     def down(self) -> None:
+        loadgen.remove(self.loadgen)
         for machine in self.machines.values():
             down(machine)
         # The account the playbook created on this host for the machines' processes.
@@ -98,6 +105,16 @@ class LocalBackend:
     def memory_events(self, name: str) -> dict:
         return memory_events(self.machines[name])
 
+
+    @contextmanager
+    def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> Iterator[Engines]:
+        """A JMeter engine in a load-generator namespace and cgroup of this host's, for one load run."""
+        with loadgen.engine(self.loadgen, list(self.machines.values()), targets, log, out) as engines:
+            yield engines
+
+    def network_prefix(self, name: str) -> list[str]:
+        """A command run after this prefix is in the machine's network (its loopback), not in its cgroup."""
+        return _enter_netns(self.machines[name])
 
     def journal(self, name: str, since: float, until: float) -> str:
         return ""  # supervisord's own log is collected with the evidence instead

@@ -1,0 +1,122 @@
+"""JMeter's distributed mode, as the lab drives it: one or more remote engines (jmeter-server) generate
+the load and send their samples back to a client JMeter on this host, which writes each machine's results
+as a local run does. The engines and the client talk RMI over TLS with the lab's own key pair (a keystore
+made here with keytool, never committed), so nobody else on the network can hand an engine a plan.
+
+Where the engines run is the backend's business (lab/machines): on the local backend, one engine in a
+load-generator namespace and cgroup of its own (lab/machines/local/loadgen.py)."""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.load.profile import LoadError
+from lab.paths import REPO
+
+SECRETS = REPO / ".cache" / "secrets" / "jmeter-rmi"
+KEYSTORE = "rmi_keystore.p12"
+RMI_PROPERTIES = "rmi.properties"
+KEY_ALIAS = "rmi"
+ENGINE_PORT = 1099          # each engine's RMI registry (JMeter's default server_port)
+ENGINE_OBJECT_PORT = 1100   # and the port of the engine object it hands out (fixed, so a firewall can allow it)
+KEYTOOL_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Engines:
+    """The remote engines one load run uses, and how the client reaches them and they reach it."""
+    hosts: tuple[str, ...]                  # each engine's "address:port" (its RMI registry)
+    client_host: str                        # the address of this host the engines call back
+    rmi_properties: Path                    # read by client and engines: RMI over TLS with the lab's keystore
+    where: str                              # one sentence for run.json and the report
+    pids: tuple[int, ...] = field(default=())   # engines running on this host: their CPU is sampled
+
+    def as_json(self) -> dict:
+        return {"engines": list(self.hosts), "client": self.client_host, "where": self.where}
+
+
+def rmi_properties(folder: Path = SECRETS, keytool: str | None = None) -> Path:
+    """The properties file that makes JMeter's RMI use TLS with the lab's key pair (client and engines
+    present the same certificate and trust only it), made once: a PKCS12 keystore from keytool with a random
+    password, both readable by root only."""
+    properties = folder / RMI_PROPERTIES
+    keystore = folder / KEYSTORE
+    if properties.is_file() and keystore.is_file():
+        return properties
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    password = secrets.token_hex(16)
+    keystore.unlink(missing_ok=True)
+    command = [keytool or _keytool(), "-genkeypair", "-alias", KEY_ALIAS, "-keyalg", "RSA", "-keysize", "2048",
+               "-validity", "3650", "-dname", "CN=camel-tuning-lab JMeter RMI", "-storetype", "PKCS12",
+               "-keystore", str(keystore), "-storepass", password, "-keypass", password]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=KEYTOOL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise LoadError(f"making JMeter's RMI keystore failed ({command[0]}): {error}") from error
+    if done.returncode != 0:
+        raise LoadError(f"making JMeter's RMI keystore failed (keytool exit {done.returncode}): "
+                        f"{(done.stderr or done.stdout).strip()[:300]}")
+    os.chmod(keystore, 0o600)
+    text = "".join(f"server.rmi.ssl.{key}={value}\n" for key, value in (
+        ("disable", "false"), ("keystore.type", "PKCS12"), ("keystore.file", keystore),
+        ("keystore.password", password), ("keystore.alias", KEY_ALIAS), ("truststore.type", "PKCS12"),
+        ("truststore.file", keystore), ("truststore.password", password)))
+    descriptor = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write("# JMeter's RMI over TLS for the lab's remote engines (lab/load/engines.py). Secret.\n" + text)
+    return properties
+
+
+def _keytool() -> str:
+    from lab.load.jmeter import java_executable  # here, not at import: it asks for Java
+    keytool = Path(os.path.realpath(java_executable())).with_name("keytool")
+    if not keytool.is_file():
+        raise LoadError(f"keytool not found beside {java_executable()} (it makes the RMI keystore): install a full "
+                        "JRE (Debian: openjdk-17-jre-headless)")
+    return str(keytool)
+
+
+def engine_arguments(address: str, properties: Path, log: Path, port: int = ENGINE_PORT,
+                     object_port: int = ENGINE_OBJECT_PORT) -> list[str]:
+    """JMeter's arguments for an engine (jmeter-server) on address with the lab's TLS: its registry on port."""
+    return ["-s", "-j", str(log), "-q", str(properties), f"-Jserver_port={port}",
+            f"-Jserver.rmi.localport={object_port}", f"-Djava.rmi.server.hostname={address}"]
+
+
+def client_arguments(engines: Engines) -> list[str]:
+    """The client's arguments: run the plan on these engines, which call it back on client_host (on ports the
+    system picks: JMeter opens several from client.rmi.localport when it is set)."""
+    return ["-R", ",".join(engines.hosts), "-q", str(engines.rmi_properties),
+            f"-Djava.rmi.server.hostname={engines.client_host}"]
+
+
+def split_users(users: int, engines: int) -> int:
+    """Each engine runs the whole plan, so each gets its share of a machine's users: the split must be even,
+    or the machine would get more or fewer users than asked."""
+    if engines < 1:
+        raise ValueError(f"engines must be 1 or more, not {engines}")
+    if users % engines:
+        raise LoadError(f"{users} users per machine cannot be split evenly over {engines} remote engines: "
+                        f"give --users a multiple of {engines}")
+    return users // engines
+
+
+def wait_until_listening(address: str, port: int, alive: Callable[[], bool], timeout_s: float) -> None:
+    """Until an engine accepts connections on address:port; LoadError if it dies or takes too long."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive():
+            raise LoadError(f"the JMeter engine on {address} exited before it listened on port {port}")
+        try:
+            with socket.create_connection((address, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise LoadError(f"the JMeter engine on {address} did not listen on port {port} within {timeout_s:.0f} s")

@@ -1,0 +1,141 @@
+"""JMeter's distributed mode as the lab drives it (lab/load/engines.py): the client's command line, the RMI
+keystore, and a real engine (jmeter-server) on loopback loading two mocks over TLS. The engine in the local
+backend's load-generator namespace is tested end to end in test_lab_local_e2e.py."""
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from test_load import read_results, start_mock
+
+from conftest import REPO, Process, free_port, spawn
+
+sys.path.insert(0, str(REPO))
+from lab import load  # noqa: E402
+from lab.analysis import loadgen  # noqa: E402
+from lab.load import engines as lab_engines  # noqa: E402
+from lab.load.jmeter import java_executable, launch, runtime_jar  # noqa: E402
+from lab.runfolder import JMeterFolder  # noqa: E402
+
+load_run = sys.modules["lab.load.run"]
+TARGETS = [load_run._Target("default", "http", "10.213.1.2", 80, "/svc"),
+           load_run._Target("tuned", "http", "10.213.2.2", 80, "/svc")]
+
+
+def engines_at(*hosts: str, properties: Path = Path("/secret/rmi.properties")) -> lab_engines.Engines:
+    return lab_engines.Engines(hosts=hosts, client_host="10.213.3.1", rmi_properties=properties, where="test")
+
+
+def flags(command: list[str], flag: str) -> dict[str, str]:
+    return dict(arg[2:].split("=", 1) for arg in command if arg.startswith(flag))
+
+
+@pytest.mark.fast
+def test_the_client_sends_the_plan_to_its_engines_and_keeps_each_machines_results_here(tmp_path: Path) -> None:
+    folder = JMeterFolder(tmp_path)
+    command = load_run._jmeter_command("java", Path("ApacheJMeter.jar"), tmp_path / "jmeter.log", 4445, load.QUICK,
+                                       TARGETS, "/svc", folder, engines_at("10.213.3.2:1099"))
+    plan, client = flags(command, "-G"), flags(command, "-J")
+    # What the engines evaluate: the load and where it goes
+    assert plan["default.host"] == "10.213.1.2" and plan["tuned.port"] == "80"
+    assert plan["default.users"] == plan["tuned.users"] == str(load.QUICK.users)
+    assert plan["duration_s"] == str(load.QUICK.duration_s) and "default.results" not in plan
+    # What stays on the client: where each machine's samples are written, its shutdown port, its callback
+    assert client["default.results"] == str(folder.results("default"))
+    assert client["jmeterengine.nongui.port"] == "4445" and "default.host" not in client
+    assert command[command.index("-R") + 1] == "10.213.3.2:1099"
+    assert command[command.index("-q") + 1] == "/secret/rmi.properties"
+    assert "-Djava.rmi.server.hostname=10.213.3.1" in command
+    # Without engines the same properties all go to the one JMeter
+    alone = load_run._jmeter_command("java", Path("ApacheJMeter.jar"), tmp_path / "jmeter.log", 4445, load.QUICK,
+                                     TARGETS, "/svc", folder)
+    assert "-R" not in alone and not flags(alone, "-G") and flags(alone, "-J")["default.host"] == "10.213.1.2"
+
+
+@pytest.mark.fast
+def test_each_engine_gets_its_share_of_a_machines_users_or_the_run_is_refused(tmp_path: Path) -> None:
+    folder = JMeterFolder(tmp_path)
+    two = engines_at("10.0.0.5:1099", "10.0.0.6:1099")
+    command = load_run._jmeter_command("java", Path("j.jar"), tmp_path / "j.log", 4445,
+                                       load.LoadProfile(users=150), TARGETS, "/svc", folder, two)
+    assert flags(command, "-G")["default.users"] == "75"
+    assert command[command.index("-R") + 1] == "10.0.0.5:1099,10.0.0.6:1099"
+    with pytest.raises(load.LoadError, match="151 users per machine cannot be split evenly over 2 remote engines"):
+        load_run._jmeter_command("java", Path("j.jar"), tmp_path / "j.log", 4445, load.LoadProfile(users=151),
+                                 TARGETS, "/svc", folder, two)
+    with pytest.raises(load.LoadError, match="open model's arrival rates are not split over 2 engines"):
+        load_run._jmeter_command("java", Path("j.jar"), tmp_path / "j.log", 4445, load.QUICK_STEPS, TARGETS,
+                                 "/svc", folder, two)
+
+
+def test_the_rmi_keystore_is_made_once_and_only_root_reads_it(tmp_path: Path) -> None:
+    properties = lab_engines.rmi_properties(tmp_path / "rmi")
+    keystore = tmp_path / "rmi" / lab_engines.KEYSTORE
+    settings = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line)
+    assert settings["server.rmi.ssl.disable"] == "false" and settings["server.rmi.ssl.keystore.file"] == str(keystore)
+    assert len(settings["server.rmi.ssl.keystore.password"]) == 32
+    assert stat.S_IMODE(properties.stat().st_mode) == stat.S_IMODE(keystore.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "rmi").stat().st_mode) == 0o700
+    made = keystore.read_bytes()
+    assert lab_engines.rmi_properties(tmp_path / "rmi") == properties and keystore.read_bytes() == made
+
+
+def start_engine(processes: list[Process], folder: Path, properties: Path) -> str:
+    """A real jmeter-server on loopback with the given TLS settings; its address:port."""
+    port, object_port = free_port(), free_port()
+    jar = runtime_jar()
+    command = launch(java_executable(), jar, *lab_engines.engine_arguments("127.0.0.1", properties,
+                                                                          folder / "engine.log", port, object_port))
+    engine = spawn(processes, "engine", command, folder, cwd=jar.parent)
+    lab_engines.wait_until_listening("127.0.0.1", port, lambda: engine.popen.poll() is None, 90)
+    return f"127.0.0.1:{port}"
+
+
+def test_a_remote_engine_loads_both_machines_over_tls_and_the_client_keeps_their_results(processes,
+                                                                                          tmp_path: Path) -> None:
+    ports = {"default": start_mock(processes, tmp_path / "mock-default"),
+             "tuned": start_mock(processes, tmp_path / "mock-tuned")}
+    properties = lab_engines.rmi_properties(tmp_path / "rmi")
+    host = start_engine(processes, tmp_path / "engine", properties)
+    engine_pid = processes[-1].popen.pid
+    engines = lab_engines.Engines(hosts=(host,), client_host="127.0.0.1", rmi_properties=properties,
+                                  where="test engine", pids=(engine_pid,))
+    profile = load.LoadProfile(users=2, ramp_s=1, duration_s=10)
+    out = tmp_path / "run"
+    result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()}, profile, out, path="/data",
+                      engines=engines)
+    assert not result.interrupted and result.problems == []
+    for machine, port in ports.items():
+        _, rows = read_results(result.results[machine])
+        assert len(rows) > 50 and all(row["success"] == "true" for row in rows)
+        assert {row["URL"] for row in rows} == {f"http://127.0.0.1:{port}/data"}
+        # Samples of the engine's threads (JMeter names them after it), this machine's only
+        assert {row["threadName"].rsplit(" ", 1)[0] for row in rows} == {f"{host}-{machine}"}
+        assert result.dashboards[machine].is_file()
+    # The engine's CPU counts as the load generator's, beside the client's
+    rows = loadgen.read(out / "loadgen.csv")
+    assert engine_pid in {int(row["loadgen_pid"]) for row in rows} and len({row["loadgen_pid"] for row in rows}) == 2
+    assert "Starting ThreadGroup" in (tmp_path / "engine" / "engine.log").read_text()
+
+
+def test_an_engine_refuses_a_client_without_the_labs_key(processes, tmp_path: Path) -> None:
+    # The client trusts the engine (the lab's certificate in its truststore) but presents a key of its own:
+    # the engine must refuse it, or anyone who can reach it could run a plan there.
+    port = start_mock(processes, tmp_path / "mock")
+    lab_key = lab_engines.rmi_properties(tmp_path / "rmi")
+    host = start_engine(processes, tmp_path / "engine", lab_key)
+    own = dict(line.split("=", 1) for line in lab_engines.rmi_properties(tmp_path / "another-key").read_text()
+               .splitlines() if "=" in line)
+    trusting = dict(line.split("=", 1) for line in lab_key.read_text().splitlines() if "=" in line)
+    for key in ("truststore.file", "truststore.password", "truststore.type"):
+        own[f"server.rmi.ssl.{key}"] = trusting[f"server.rmi.ssl.{key}"]
+    stranger_properties = tmp_path / "stranger.properties"
+    stranger_properties.write_text("".join(f"{key}={value}\n" for key, value in own.items()))
+    stranger = lab_engines.Engines(hosts=(host,), client_host="127.0.0.1", where="test",
+                                   rmi_properties=stranger_properties)
+    with pytest.raises(load.LoadError, match="JMeter failed .* before any sample"):
+        load.run({"default": f"http://127.0.0.1:{port}"}, load.LoadProfile(users=1, ramp_s=0, duration_s=5),
+                 tmp_path / "run", path="/data", engines=stranger)
+    assert "Starting ThreadGroup" not in (tmp_path / "engine" / "engine.log").read_text()
