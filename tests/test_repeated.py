@@ -114,3 +114,24 @@ def test_a_trial_is_not_judged_on_the_thresholds_alone_its_run_is(tmp_path: Path
     assert "thresholds" not in single.summarize(folder.trial(1).root, write=False, use_gcviewer=False)
     judged = repeated.summarize(folder.root)["thresholds"]
     assert [r["passed"] for r in judged] == [False] and judged[0]["machine"] == "tuned"
+
+
+def test_with_errors_the_headline_leads_with_the_requests_answered_without_error(tmp_path: Path) -> None:
+    # As at the full profile here: tuned's JVM killed again and again, HTTPD answering 503s fast
+    folder = make_repeated_run(tmp_path / "run", throughput=[(815.0, 1768.0), (810.0, 1700.0), (820.0, 1650.0)])
+    for number in (1, 2, 3):
+        trial = folder.trial(number)
+        figures = json.loads(trial.summary_json.read_text())
+        for row in figures["comparison"]:
+            if row["key"] == "good_throughput_rps":
+                row.update(default=815.0, tuned=385.0 + number, ratio=(385.0 + number) / 815.0)
+            if row["key"] == "error_rate":
+                row.update(default=0.0, tuned=0.78, ratio=None)
+        trial.write_json(trial.summary_json, figures)
+    lines = headline(repeated.summarize(folder.root))
+    good = next(i for i, line in enumerate(lines) if "requests answered without error, per second" in line)
+    assert lines[good].startswith("  tuned/default requests answered without error, per second: 0.47x (95% interval 0.47x-0.48x")
+    assert good < next(i for i, line in enumerate(lines) if line.startswith("  tuned/default throughput:"))
+    # without errors, no such line
+    assert not any("answered without error" in line for line in headline(repeated.summarize(
+        make_repeated_run(tmp_path / "clean").root)))

@@ -123,7 +123,12 @@ def _repeated(summary: dict) -> list[str]:
         lines.append(f"  trial {trial['number']}: default {rate(trial.get('default_rps'))}, tuned "
                      f"{rate(trial.get('tuned_rps'))}" + (f"  ({trial['verdict']})" if trial.get("verdict") else ""))
     rows = {row["key"]: row for row in summary.get("comparison") or []}
-    for key, label in (("capacity_rps", "capacity"), ("throughput_rps", "throughput"), ("p95_ms", "p95 latency")):
+    errors = rows.get("error_rate") or {}
+    # With errors, a machine failing fast looks busy: what was answered well leads.
+    failing = (("good_throughput_rps", "requests answered without error, per second"),) \
+        if any(number(errors.get(m)) for m in MACHINES) else ()
+    for key, label in (("capacity_rps", "capacity"), *failing, ("throughput_rps", "throughput"),
+                       ("p95_ms", "p95 latency")):
         if key in rows:
             lines.append(f"  tuned/default {label}: {interval_text(rows[key])}")
     note = (summary.get("definitions") or {}).get("interval_note")
