@@ -33,12 +33,12 @@ def profile_for(profile: load.LoadProfile) -> load.LoadProfile:
 
 def target(wiring: Manifest, kind: str) -> str:
     """The URL a limit loads, as the machine's own processes reach it (its loopback)."""
-    if kind == "direct":
-        return f"http://127.0.0.1:{wiring.ports['app_http']}{wiring.service_path}"
-    if not wiring.backend_url:
-        raise StepFailed(f"{wiring.machine}'s manifest does not say where its service calls the mock (provisioned "
-                         "before the lab recorded it): ./start.sh up provisions it again")
-    return wiring.backend_url
+    found = wiring.app_path if kind == "direct" else wiring.backend_url
+    if not found:
+        raise StepFailed(f"{wiring.machine}'s manifest does not say " + (
+            "the service's own path" if kind == "direct" else "where its service calls the mock")
+            + " (provisioned before the lab recorded it): ./start.sh up provisions it again")
+    return f"http://127.0.0.1:{wiring.ports['app_http']}{found}" if kind == "direct" else found
 
 
 def check(backend: Backend, profile: load.Profile) -> None:

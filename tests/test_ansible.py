@@ -333,12 +333,13 @@ def test_the_manifest_renders_to_the_machines_layout_as_valid_json(tmp_path):
         assert text == (tmp_path / "out" / f"{machine}.lookup.json").read_text(), "the two copies are the same JSON"
         manifest = json.loads(text)
         assert list(manifest) == ["schema", "machine", "address", "home", "user", "group", "service_manager",
-                                  "service_path", "backend_url", "ports", "processes", "pcp_archive", "evidence"]
+                                  "service_path", "app_path", "backend_url", "ports", "processes", "pcp_archive",
+                                  "evidence"]
         assert manifest == {
             "schema": 1, "machine": machine, "address": inventory[machine]["ansible_host"],
             "home": inventory[machine]["lab_home"], "user": "camellab", "group": "camellab",
             "service_manager": "supervisord", "service_path": "/svc/camel/mock",
-            "backend_url": "http://127.0.0.1:9090/data",
+            "app_path": "/camel/mock", "backend_url": "http://127.0.0.1:9090/data",
             "ports": {"httpd": 80, "app_http": 8080, "app_ajp": 8009, "app_management": 8081, "mock": 9090,
                       "pmcd": 44321},
             "processes": ["camel-app", "httpd", "mock-service", "pmcd", "pmlogger"],

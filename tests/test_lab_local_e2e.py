@@ -430,7 +430,7 @@ def test_a_remote_engine_in_a_namespace_of_its_own_loads_both_machines(engine_ru
     assert "Starting ThreadGroup" in RunFolder(run_dir).jmeter.engine_log.read_text()
     with RunFolder(run_dir).jmeter.loadgen.open(newline="") as stream:
         pids = {row["loadgen_pid"] for row in csv.DictReader(stream)}
-    assert len(pids) == 2, pids     # the client's CPU and the engine's
+    assert len(pids) == 3, pids     # the CPU of the engine, and of the client of each phase (sequential)
     # The engine is gone with the run, and the machines no longer route to its namespace
     loadgen_machine = LocalBackend().loadgen
     assert local.Cgroup(loadgen_machine, local.detect_cgroups()).pids() == set()

@@ -24,11 +24,11 @@ pytestmark = pytest.mark.fast
 T0 = float(int(time.time()) - 3600)      # read_results refuses samples from the future
 
 
-def wiring(backend_url: str | None = "http://127.0.0.1:9090/data") -> Manifest:
+def wiring(backend_url: str | None = "http://127.0.0.1:9090/data", app_path: str | None = "/camel/mock") -> Manifest:
     return Manifest(machine="default", address="10.213.1.2", home="/m", user="u", group="g",
                     service_manager="supervisord", service_path="/svc/camel/mock",
                     ports={"httpd": 80, "app_http": 8080, "mock": 9090}, processes=(), pcp_archive="a",
-                    evidence={}, backend_url=backend_url)
+                    evidence={}, backend_url=backend_url, app_path=app_path)
 
 
 def test_a_limits_load_is_the_runs_users_made_shorter() -> None:
@@ -40,10 +40,13 @@ def test_a_limits_load_is_the_runs_users_made_shorter() -> None:
 
 
 def test_each_limit_loads_the_machines_own_loopback_port() -> None:
-    assert limits.target(wiring(), "direct") == "http://127.0.0.1:8080/svc/camel/mock"
+    # HTTPD strips its proxied prefix (/svc): the service's own path is the rest
+    assert limits.target(wiring(), "direct") == "http://127.0.0.1:8080/camel/mock"
     assert limits.target(wiring(), "mock") == "http://127.0.0.1:9090/data"
     with pytest.raises(StepFailed, match="does not say where its service calls the mock"):
         limits.target(wiring(backend_url=None), "mock")
+    with pytest.raises(StepFailed, match="does not say the service's own path"):
+        limits.check_wiring({"default": wiring(app_path=None)})
 
 
 class Unreachable:

@@ -37,6 +37,7 @@ class Manifest:
     pcp_archive: str                        # pmlogger's archive base, relative to home
     evidence: dict[str, list[str]]          # run-folder kind (pcp, gc, logs, crash) -> globs under home
     backend_url: str | None = None          # where the service calls the mock (absent from older manifests)
+    app_path: str | None = None             # the service's own path, without HTTPD's proxied prefix (idem)
 
     @property
     def base_url(self) -> str:
@@ -84,7 +85,7 @@ def read(name: str, folder: Path = MANIFESTS) -> Manifest:
                         service_path=data["service_path"], ports={k: int(v) for k, v in data["ports"].items()},
                         processes=tuple(data["processes"]), pcp_archive=data["pcp_archive"],
                         evidence={k: list(v) for k, v in data["evidence"].items()},
-                        backend_url=data.get("backend_url"))
+                        backend_url=data.get("backend_url"), app_path=data.get("app_path"))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise NotProvisioned(f"machine {name}: {path} lacks {error}: run ./start.sh up again") from None
 
