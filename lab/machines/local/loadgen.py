@@ -72,11 +72,10 @@ def bring_up(loadgen: Machine) -> Cgroup:
     return cgroup
 
 
-def connect(loadgen: Machine, machines: list[Machine]) -> dict[str, str | None]:
+def connect(loadgen: Machine, machines: list[Machine], before: dict[str, str | None]) -> None:
     """Routes between the load generator and each machine through this host, forwarding on their veths only;
-    each veth's forwarding switch as it was, for disconnect()."""
+    each veth's forwarding switch as it was goes into before, as soon as it is changed, for disconnect()."""
     ip = _ip()
-    before: dict[str, str | None] = {}
     for veth in (loadgen.veth, *(machine.veth for machine in machines)):
         before[veth] = _forwarding(veth, "1")
     for machine in machines:
@@ -84,7 +83,6 @@ def connect(loadgen: Machine, machines: list[Machine]) -> dict[str, str | None]:
              f"routing {loadgen.netns} to {machine.name}")
         _run([ip, "-n", machine.netns, "route", "replace", str(loadgen.network), "via", machine.host_address],
              f"routing {machine.netns} to {loadgen.netns}")
-    return before
 
 
 def disconnect(loadgen: Machine, machines: list[Machine], before: dict[str, str | None]) -> None:
@@ -118,7 +116,7 @@ def engine(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, i
     cgroup = bring_up(loadgen)
     before: dict[str, str | None] = {}
     try:
-        before = connect(loadgen, machines)
+        connect(loadgen, machines, before)
         check_reachable(loadgen, cgroup, targets)
         properties = rmi_properties()
         java, jar = java_executable(), runtime_jar()
