@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from lab.analysis.jmeter import ERROR_RATE_THRESHOLD
 from lab.analysis.numbers import clock, number
+from lab.analysis.prose import oom_kills
 from lab.analysis.text import mib, pct
 from lab.machines import MACHINES
 
@@ -40,8 +41,8 @@ def _beside(entry: dict, start_s: float) -> list[str]:
         first = min(exits, key=lambda e: e["at_s"])
         said.append(f"{first.get('process', 'a process')} died {len(exits)} time{'s' if len(exits) != 1 else ''}, "
                     f"first at {clock(first['at_s'] - start_s)} ({first.get('reason') or 'no reason recorded'})")
-    oom = events.get("oom_kills")
-    if isinstance(oom, int) and not isinstance(oom, bool) and oom > 0:
+    oom = oom_kills(entry)
+    if oom:
         said.append(f"the kernel's OOM killer struck {oom} time{'s' if oom != 1 else ''}")
     peak = number((entry.get("memory") or {}).get("peak_bytes"))
     limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))

@@ -134,6 +134,11 @@ def client_side(label: str) -> bool:
     return any(mark in label for mark in CLIENT_SIDE)
 
 
+def client_errors(load: dict) -> int:
+    """How many of a load's failures (its errors_by_type) the load generator made itself."""
+    return sum(int(e.get("count") or 0) for e in load.get("errors_by_type") or [] if client_side(str(e.get("error"))))
+
+
 def error_label(code: str, message: str) -> str:
     """One failure's kind as a person reads it: JMeter's code and message without its prefixes."""
     code = code.strip()

@@ -7,7 +7,7 @@ CPUs, or requests failing on JMeter itself)."""
 from __future__ import annotations
 
 from lab.analysis import loadgen
-from lab.analysis.jmeter import analyze_load, client_side, read_results
+from lab.analysis.jmeter import analyze_load, client_errors, read_results
 from lab.analysis.numbers import number
 from lab.analysis.verdict import BACKEND_NEAR, LOADGEN_BUSY_MAX
 from lab.placement import LOADGEN, parse_cpulist
@@ -19,7 +19,7 @@ BASIS = ("each load's steady window (the same rule as the run's), over JMeter's 
 
 def _figures(load: dict) -> dict:
     latency = load.get("latency_ms") or {}
-    client = sum(int(e.get("count") or 0) for e in load.get("errors_by_type") or [] if client_side(str(e.get("error"))))
+    client = client_errors(load)
     return {"throughput_rps": load.get("throughput_rps"), "p95_ms": latency.get("p95"),
             "error_rate": load.get("error_rate"), "samples": load.get("samples"),
             "settled": (load.get("window") or {}).get("settled"), "client_errors": client}

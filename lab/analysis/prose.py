@@ -103,7 +103,7 @@ def what_happened(summary: dict) -> list[str]:
         peak = (entry.get("memory") or {}).get("peak_bytes")
         if peak is not None:
             limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
-            struck = _oom_kills(entry)
+            struck = oom_kills(entry)
             sentences.append(f"{machine} peaked at {mib(peak)} of memory"
                              + (f", {peak / limit:.0%} of its {mib(limit)} limit" if limit else "")
                              + f" ({entry['memory']['source']})."
@@ -118,7 +118,7 @@ def what_happened(summary: dict) -> list[str]:
     for machine, entry in machines.items():
         events = entry.get("events") or {}
         sentences.extend(_exits(machine, [e for e in events.get("process_exits") or [] if isinstance(e, dict)]))
-        oom = _oom_kills(entry)
+        oom = oom_kills(entry)
         if oom:
             sentences.append(f"{machine}: the kernel's OOM killer struck {oom} time{'s' if oom != 1 else ''}.")
         if entry.get("crash_files"):
@@ -131,7 +131,8 @@ def what_happened(summary: dict) -> list[str]:
     return sentences
 
 
-def _oom_kills(entry: dict) -> int:
+def oom_kills(entry: dict) -> int:
+    """The OOM kills events.json counted for a machine (0 when none, or not known)."""
     oom = (entry.get("events") or {}).get("oom_kills")
     return oom if isinstance(oom, int) and not isinstance(oom, bool) and oom > 0 else 0
 

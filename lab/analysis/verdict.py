@@ -21,9 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.analysis import loadgen
-from lab.analysis.jmeter import client_side
+from lab.analysis.jmeter import client_errors
 from lab.analysis.numbers import clock, number
-from lab.analysis.prose import NEAR_LIMIT
+from lab.analysis.prose import NEAR_LIMIT, oom_kills
 from lab.analysis.text import mib
 from lab.machines import MACHINES
 from lab.placement import LOADGEN, parse_cpulist
@@ -133,7 +133,7 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
     peak = number((entry.get("memory") or {}).get("peak_bytes"))
     limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
     if peak is not None and limit:
-        kills = number((entry.get("events") or {}).get("oom_kills")) or 0
+        kills = oom_kills(entry)
         if peak / limit >= NEAR_LIMIT or kills:
             findings.append({"kind": "memory-bound", "machine": name,
                              "figures": {"peak_bytes": peak, "limit_bytes": limit, "oom_kills": int(kills)},
@@ -153,7 +153,7 @@ def _judge_client_errors(name: str, load: dict, findings: list[dict], checked: l
     """Requests that failed on the load generator itself: out of client ports (keep-alive off leaves every closed
     connection's port in TIME_WAIT for 60 s), so they say nothing about the machine. From CLIENT_ERRORS_MAX of
     the requests on, JMeter was the limit."""
-    client = sum(int(e.get("count") or 0) for e in load.get("errors_by_type") or [] if client_side(str(e.get("error"))))
+    client = client_errors(load)
     samples = number((load.get("all") or {}).get("samples")) or 0
     if not client:
         return
