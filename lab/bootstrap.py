@@ -37,8 +37,13 @@ def enter_venv(argv: list[str]) -> None:
             sys.exit(1)
     if _command(argv) in INSTALLING or not python.is_file():
         with step("Installing what the lab needs"):
-            result = subprocess.run([str(REPO / "tools" / "install-deps")])
-            if result.returncode != 0:
+            # Its lines go through this process's stderr, so the step's heartbeat knows when it is silent.
+            with subprocess.Popen([str(REPO / "tools" / "install-deps")], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, errors="replace") as install:
+                assert install.stdout is not None
+                for line in install.stdout:
+                    print(line, end="", file=sys.stderr, flush=True)
+            if install.returncode != 0:
                 print("start.sh: tools/install-deps failed (see its message above)", file=sys.stderr)
                 sys.exit(1)
     os.execv(str(python), [str(python), "-m", "lab", *argv])

@@ -124,7 +124,8 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: opt
         if plan.scenario:
             print(f"Scenario: {plan.scenario} ({plan.profile.describe()})", file=sys.stderr)
         return experiment.run(backend, plan.profile, plan.schedule, plan.repeat, host=host, a_a=plan.a_a,
-                              limits=plan.limits, load_from=plan.load_from, host_limits=plan.host_limits)
+                              limits=plan.limits, load_from=plan.load_from, host_limits=plan.host_limits,
+                              stop_on_fail=plan.stop_on_fail)
     if args.command == "down":
         lifecycle.down(backend, host)
         return 0

@@ -16,6 +16,7 @@ from lab.analysis import thresholds
 from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
+from lab.load.abort import ThresholdWatch
 from lab.load.engines import Engines
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
@@ -50,7 +51,7 @@ def _make_report(run: RunFolder) -> Path | None:
 
 def run(backend: Backend, profile: load.Profile, schedule: str | None = None, repeat: int = 1,
         host: HostLab | None = None, a_a: bool = False, limits: dict[str, float] | None = None,
-        load_from: str = "here", host_limits: bool = False) -> int:
+        load_from: str = "here", host_limits: bool = False, stop_on_fail: bool = False) -> int:
     """Loads both machines, collects their evidence, writes the report. However it ends (Ctrl-C or
     SIGTERM at any step, an error), once the run folder exists it holds run.json saying how, the
     evidence collected so far, and a report of it; PCP's logger is never left recording. Without a
@@ -61,8 +62,9 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
     remembers it meanwhile); an A/B run refuses while a cut-short A/A run left them there. limits: thresholds
     (lab/analysis/thresholds.py) the run must pass, or it exits 3, with a JUnit file of them. load_from: "here"
     (JMeter on this host) or "loadgen" (the backend's remote engines, lab/load/engines.py). host_limits: each
-    trial also measures the host's limits (lab/limits.py)."""
-    asked = {"load_from": load_from, "host_limits": host_limits}
+    trial also measures the host's limits (lab/limits.py). stop_on_fail: the load stops once a threshold is lost
+    (lab/load/abort.py)."""
+    asked = {"load_from": load_from, "host_limits": host_limits, "stop_on_fail": stop_on_fail}
     mode = {"mode": "ab", "thresholds": limits or {}, **asked}
     if host_limits:
         lab_limits.check(backend, profile)
@@ -255,12 +257,16 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
                 measured.result = load.run(
                     {name: wiring[name].base_url for name in MACHINES}, profile, folder.jmeter.root,
                     schedule=schedule, on_progress=load.print_progress, path=wiring["default"].service_path,
-                    order=order, engines=engines, cpus=cpus)
+                    order=order, engines=engines, cpus=cpus,
+                    stop_when=ThresholdWatch(setup.mode["thresholds"], getattr(profile, "ramp_s", 0))
+                    if setup.mode.get("stop_on_fail") else None)
                 if engines is None:                 # JMeter's own affinity (an engine's is in its where)
                     measured.load_generator["cpus"] = measured.result.loadgen_cpus
         finally:
             for name in list(measured.recording):
                 _stop_recording(backend, name, measured)
+    if measured.result.lost:
+        info(f"stopped early: {measured.result.lost['why']}")
     for name, after_s in measured.result.ended_early.items():
         info(f"{name}: its load ended after {after_s:.0f} s, past its capacity (the SLO missed in consecutive steps)")
     if measured.result.interrupted:
@@ -307,6 +313,7 @@ def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: Ru
         "backend_emulated": bool(getattr(backend, "emulated", False)),
         "schedule": schedule, "profile": {"model": profile.model, **asdict(profile)},
         "ended_early_s": result.ended_early if result else {},
+        "threshold_lost": result.lost if result else None,
         "loadgen_cpus": result.loadgen_cpus if result else None,
         "load_generator": measured.load_generator, "limits": measured.limits,
         "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),

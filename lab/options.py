@@ -10,21 +10,29 @@ from dataclasses import dataclass, replace
 from lab import load, scenario
 from lab.analysis import steady
 from lab.errors import StepFailed
-from lab.paths import callers
+from lab.load.abort import LIVE
 
 # Where the load comes from: JMeter on this host, or remote engines it drives (lab/load/engines.py).
 LOAD_FROM = ("here", "loadgen")
 
 
+# Thresholds on a figure over the whole load: refused for a capacity run (see experiment()).
+WHOLE_LOAD = ("error_pct_max", "p95_ms_max", "p99_ms_max", "throughput_rps_min")
+
 def _shared(options: argparse.ArgumentParser, defaults: bool) -> None:
     unset = None if defaults else argparse.SUPPRESS
-    options.add_argument("--scenario", default=unset, metavar="FILE",
-                         help="a scenario file (YAML: the load, SLO, schedule, trials and thresholds; shipped ones in "
-                              "jmeter/scenarios/); options given here override it")
+    options.add_argument("--scenario", default=unset, metavar="FILE|NAME",
+                         help="a scenario file (YAML: the load, SLO, schedule, trials and thresholds), or a shipped "
+                              f"one's name ({', '.join(scenario.shipped())}: jmeter/scenarios/NAME.yaml); options "
+                              "given here override it")
     options.add_argument("--threshold", action="append", default=unset, metavar="NAME=VALUE",
                          help="a pass/fail threshold, [default.|tuned.]NAME=VALUE (error_pct_max, p95_ms_max, "
                               "p99_ms_max, throughput_rps_min, capacity_rps_min, ratio_min); a broken one exits 3 "
                               "and thresholds.xml (JUnit) says which. Repeatable")
+    options.add_argument("--stop-on-fail", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                         help="stop the load as soon as a threshold is lost (error_pct_max and p95_ms_max over their "
+                              "limit in two progress reports in a row after the ramp; capacity_rps_min once a machine's "
+                              "knee is below it); the run keeps what it measured, writes its report and exits 3")
     options.add_argument("--schedule", choices=load.SCHEDULES, default=unset,
                          help="load both machines at once, or one after the other (default: at once only when "
                               "each machine and JMeter have CPUs of their own)")
@@ -98,7 +106,7 @@ ABLATION_REPEAT = 3
 
 def ablation(args: argparse.Namespace) -> Experiment:
     """The load each configuration of an ablation gets: run's options, without what makes no sense there."""
-    for option in ("--aa", "--threshold", "--load-from", "--limits"):
+    for option in ("--aa", "--threshold", "--stop-on-fail", "--load-from", "--limits"):
         if _given(args, option):
             raise StepFailed(f"{option} does not apply to ./start.sh ablate")
     if _given(args, "--resume") is not None:
@@ -136,6 +144,7 @@ class Experiment:
     scenario: str | None = None
     load_from: str = "here"
     host_limits: bool = False
+    stop_on_fail: bool = False
 
 
 # option, LoadProfile field, smallest value
@@ -176,20 +185,43 @@ def experiment(args: argparse.Namespace) -> Experiment:
     limits = {**(chosen.thresholds if chosen else {}), **_thresholds(args)}
     closed_only = [name for name in limits if model == "closed" and name.rpartition(".")[2] == "capacity_rps_min"]
     if closed_only:
-        raise StepFailed(f"threshold {closed_only[0]}: a capacity is measured by ./start.sh capacity (an open model); "
+        raise StepFailed(f"threshold {closed_only[0]}{_from(chosen, closed_only[0])}: a capacity is measured by ./start.sh capacity (an open model); "
                          "this run has none, so the threshold could only fail")
+    # A capacity run loads each machine past its knee on purpose: a figure over its whole load breaks by design.
+    whole_load = [name for name in limits if model == "open" and name.rpartition(".")[2] in WHOLE_LOAD]
+    if whole_load:
+        raise StepFailed(f"threshold {whole_load[0]}{_from(chosen, whole_load[0])}: a capacity run steps past each "
+                         "machine's knee on purpose, so a figure over its whole load breaks by design; the SLO "
+                         "(--slo-p99, --slo-errors) is what each step must meet, and capacity_rps_min and ratio_min "
+                         "gate the run")
+    repeat = repeat or (chosen.repeat if chosen else None) or 1
+    if _given(args, "--stop-on-fail"):
+        _check_stop_on_fail(limits, repeat)
     return Experiment(profile=profile, schedule=_given(args, "--schedule") or (chosen.schedule if chosen else None),
-                      repeat=repeat or (chosen.repeat if chosen else None) or 1, limits=limits,
+                      repeat=repeat, limits=limits, stop_on_fail=bool(_given(args, "--stop-on-fail")),
                       a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None,
                       load_from=_given(args, "--load-from") or "here", host_limits=bool(_given(args, "--limits")))
+
+
+def _check_stop_on_fail(limits: dict[str, float], repeat: int) -> None:
+    if repeat > 1:
+        raise StepFailed(f"--stop-on-fail with --repeat {repeat}: a repeated run's thresholds are judged on the "
+                         "trials' means, which no single trial can lose")
+    if not any(name.rpartition(".")[2] in LIVE for name in limits):
+        raise StepFailed("--stop-on-fail: none of the run's thresholds can be lost during the load (it watches "
+                         f"{', '.join(LIVE)}; give one with --threshold or in the scenario file)")
+
+
+def _from(chosen: scenario.Scenario | None, name: str) -> str:
+    """Where a threshold was given, when it was not on the command line: ' (in FILE)'."""
+    return f" (in {chosen.source})" if chosen and name in chosen.thresholds else ""
 
 
 def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:
     typed = _given(args, "--scenario")
     if typed is None:
         return None
-    path = callers(str(typed))
-    return scenario.load(path, str(typed))
+    return scenario.load(scenario.find(str(typed)), str(typed))
 
 
 def _thresholds(args: argparse.Namespace) -> dict[str, float]:

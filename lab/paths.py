@@ -8,6 +8,7 @@ ANSIBLE_DIR = REPO / "ansible"
 PLAYBOOK = ANSIBLE_DIR / "site.yml"
 INVENTORIES = ANSIBLE_DIR / "inventories"
 JAR = REPO / "app" / "target" / "camel-tuning-lab-service.jar"
+SCENARIOS = REPO / "jmeter" / "scenarios"   # the shipped scenario files: --scenario NAME finds NAME.yaml here
 LOGS = REPO / ".cache" / "logs"             # the builds', playbooks' and Vagrant's logs
 # The local backend's machines live outside the repository: their processes run as an
 # unprivileged user that may not be able to enter a checkout under /root.

@@ -1,4 +1,5 @@
-"""Visible progress: each step says what it does and how long it took; a long command says where it is."""
+"""Visible progress: each step says what it does and how long it took; a long command says where it is; a step
+that has printed nothing for a while says it is still working, so silence never passes for a hang."""
 from __future__ import annotations
 
 import queue
@@ -11,16 +12,79 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+HEARTBEAT_S = 8.0           # a step silent this long prints where it is (the tests allow 10 s between lines)
+
+
+class _Watched:
+    """sys.stderr, with the time and text of the last line written through it (the heartbeat reads them)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.at = time.monotonic()
+        self.last = ""
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            written = self.inner.write(text)
+            shown = [line for line in _ANSI.sub("", text).replace("\r", "\n").splitlines() if line.strip()]
+            if shown:
+                self.at, self.last = time.monotonic(), shown[-1].strip()
+            return written
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+_STEPS: list[tuple[str, float]] = []   # the steps running, innermost last: (title, started)
+
+
+@contextmanager
+def _heartbeat() -> Iterator[None]:
+    """While a step runs: after HEARTBEAT_S without a line, one saying how long the innermost step has run and the
+    last thing it said. One watch for nested steps (one line at a time)."""
+    if isinstance(sys.stderr, _Watched):
+        yield
+        return
+    watched = sys.stderr = _Watched(sys.stderr)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.5):
+            if _STEPS and time.monotonic() - watched.at >= HEARTBEAT_S:
+                title, started = _STEPS[-1]
+                last = watched.last if watched.last and not watched.last.startswith("==>") else title
+                print(f"    ... still working ({_clock(time.monotonic() - started)}): {last[:100]}",
+                      file=watched, flush=True)
+
+    thread = threading.Thread(target=beat, name="progress-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sys.stderr = watched.inner
+
+
+def _clock(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60}:{whole % 60:02d}"
+
 
 @contextmanager
 def step(title: str) -> Iterator[None]:
     print(f"==> {title} ...", file=sys.stderr, flush=True)
     started = time.monotonic()
+    _STEPS.append((title, started))
     try:
-        yield
+        with _heartbeat():
+            yield
     except BaseException:
         print(f"    FAILED after {time.monotonic() - started:.1f} s: {title}", file=sys.stderr, flush=True)
         raise
+    finally:
+        _STEPS.remove((title, started))
     print(f"    done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
 
 
@@ -31,7 +95,7 @@ def info(message: str) -> None:
 # Maven's lines that say where a build is: "[INFO] --- compiler:3.13.0:compile (default-compile) @ app ---"
 _MAVEN_STEP = re.compile(r"^\[INFO\] --- (?:[\w.-]+:)?([\w.-]+):[\w.-]+:([\w.-]+) \S* ?@ ([\w.-]+) ---")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-PIPE_EVERY_S = 10.0         # not a terminal (a log, CI): a progress line this often at most
+PIPE_EVERY_S = 5.0          # not a terminal (a log, CI): a progress line this often at most
 
 
 # ...and the lines where a plugin says what it starts: "[INFO] Populating JMeter directory..."

@@ -20,6 +20,7 @@ from lab.analysis.thresholds import THRESHOLDS
 from lab.errors import StepFailed
 from lab.load import SCHEDULES, LoadProfile, Profile, Slo, StepLoad
 from lab.machines import MACHINES
+from lab.paths import SCENARIOS, callers
 
 MODELS = {"closed": LoadProfile, "open": StepLoad}
 TOP_LEVEL = {"description", "model", "load", "slo", "schedule", "repeat", "thresholds"}
@@ -43,6 +44,23 @@ def _number(source: str, where: str, value: object, integer: bool) -> int | floa
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
         raise _fail(source, where, f"must be {'an integer' if integer else 'a number'}, not {value!r}")
     return value
+
+
+def shipped() -> list[str]:
+    """The shipped scenarios' names (--scenario NAME)."""
+    return sorted(path.stem for path in SCENARIOS.glob("*.yaml"))
+
+
+def find(typed: str) -> Path:
+    """The file --scenario names: a path as typed (from the user's folder), else a shipped scenario's name."""
+    path = callers(typed)
+    named = SCENARIOS / f"{typed.removesuffix('.yaml')}.yaml"
+    if not path.is_file() and "/" not in typed and named.is_file():
+        return named
+    if not path.exists():
+        raise StepFailed(f"--scenario {typed}: no such file, and no shipped scenario of that name "
+                         f"(shipped: {', '.join(shipped())}; or a path to a YAML file of your own)")
+    return path
 
 
 def load(path: Path, typed: str | None = None) -> Scenario:

@@ -12,7 +12,7 @@ import pytest
 
 from lab import cli, options
 from lab.analysis import capacity
-from lab.analysis.jmeter import read_results
+from lab.analysis.jmeter import error_class, read_results
 from lab.analysis.summary import summarize
 from lab.load.jmeter import PLAN
 from lab.load.openmodel import IDLE_SCHEDULE, Slo, StepLoad, StepWatch, open_plan
@@ -243,11 +243,19 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
     series = {"pcp": {"proc_t": times, "proc_pss_bytes": [900e6, 300e6, 400e6, 950e6],
                       "proc_cpu_cores": [1.9, 1.2, 1.5, 1.9], "proc_threads": [500, 200, 250, 600],
                       "app_t": times, "tomcat_busy": {"http": [1, 150, 200, 7], "ajp": [9, 10, 20, 9]},
-                      "apache_busy": {"": [0, 140, 150, 0]}},
+                      "apache_busy": {"": [0, 140, 150, 0]},
+                      "tomcat_connections": {"http": [3, 150, 210, 5], "ajp": [1, 2, 2, 1]},
+                      "listen_overflows": {"listenoverflows": [0, 10, 70, 400]}},
               "gc": [{"t": start + 2, "pause_ms": 80}, {"t": start + 3, "pause_ms": 120}, {"t": start + 30, "pause_ms": 900}]}
     events = {"oom_kills": 1, "process_exits": [{"process": "service", "reason": "killed by SIGKILL", "at_s": start + 8},
-                                                {"process": "httpd", "reason": "exited", "at_s": start - 40}]}
+                                                {"process": "httpd", "reason": "exited", "at_s": start - 40}],
+              "peak_cgroup_usage_bytes": 536870912}
     state = capacity.at_knee(found, series, events)
+    # connections held by Tomcat (both connectors), and those the kernel dropped from a full accept queue in the step
+    assert state["tomcat_connections_peak"] == 212 and state["accept_queue_overflows"] == 60
+    # deaths over the whole load, beside those in the knee step, and the memory the OOM killer saw
+    assert state["process_exits_in_run"] == 2 and state["first_exit_s"] == start - 40
+    assert state["cgroup_peak_bytes"] == 536870912
     assert state["memory_pss_peak_bytes"] == 400e6 and state["cpu_cores_peak"] == 1.5 and state["threads_peak"] == 250
     assert state["tomcat_busy_peak"] == 220 and state["httpd_busy_peak"] == 150 and state["pool_pending_peak"] is None
     assert state["gc_pauses"] == 2 and state["gc_pause_max_ms"] == 120
@@ -286,3 +294,33 @@ def test_requests_the_load_generator_could_not_send_are_its_errors_not_the_machi
     step = capacity.analyze(read_results(tmp_path / "results.csv"), STEPS, T0_MS / 1000)["steps"][1]
     assert step["client_errors"] == 800 and step["errors"] == 0 and step["error_rate"] == 0
     assert not step["delivered"] and step["met"] is None and step["answered_rps"] < 150
+
+
+@pytest.mark.parametrize("label, kind", [
+    ("Non HTTP response code: org.apache.http.conn.ConnectTimeoutException", "connect timeout"),
+    ("java.net.SocketTimeoutException Read timed out", "response timeout"),
+    ("org.apache.http.conn.HttpHostConnectException Connect to 10.213.1.2:80 failed: Connection refused",
+     "connection refused"),
+    ("java.net.BindException Cannot assign requested address", "no local port (JMeter's)"),
+    ("503 Service Unavailable", "503"), ("502 Proxy Error", "502"), ("504 Gateway Timeout", "504"),
+    ("500 Internal Server Error", "5xx"), ("404 Not Found", "4xx"), ("failed", "other"),
+])
+def test_each_failure_has_the_class_an_engineer_reads_a_breaking_point_by(label, kind):
+    assert error_class(label) == kind
+
+
+def test_each_step_counts_its_error_classes(tmp_path):
+    _write_results(tmp_path / "results.csv", [(1000, 20, 0, 40), (2000, 25, 0, 60)])
+    lines = (tmp_path / "results.csv").read_text().splitlines()
+    header, rows = lines[0], lines[1:]
+    code = header.split(",").index("responseCode")
+    failed = []
+    for index, row in enumerate(rows[1000:1100]):          # 100 of step 2's requests fail: 60 with 503, 40 time out
+        cells = row.split(",")
+        cells[code] = "503" if index < 60 else "Non HTTP response code: java.net.SocketTimeoutException"
+        cells[header.split(",").index("success")] = "false"
+        failed.append(",".join(cells))
+    (tmp_path / "results.csv").write_text("\n".join([header, *rows[:1000], *failed, *rows[1100:]]) + "\n")
+    found = capacity.analyze(read_results(tmp_path / "results.csv"), STEPS, T0_MS / 1000)
+    assert found["steps"][0]["errors_by_class"] == {}
+    assert found["steps"][1]["errors_by_class"] == {"503": 60, "response timeout": 40}

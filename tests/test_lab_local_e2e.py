@@ -49,13 +49,42 @@ def start(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
     return subprocess.run([str(REPO / "start.sh"), *args], capture_output=True, text=True, timeout=timeout)
 
 
+class Timed(subprocess.CompletedProcess):
+    silence: tuple[float, str]         # the longest time without a line on stderr, and the line that ended it
+
+
+def start_timed(*args: str, timeout: float = 1200) -> Timed:
+    """start(), with the time each stderr line arrived: a newcomer must never wonder whether it hangs."""
+    import threading
+    process = subprocess.Popen([str(REPO / "start.sh"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    stamped: list[tuple[float, str]] = []
+    out: list[str] = []
+    readers = [threading.Thread(target=lambda: stamped.extend((time.monotonic(), line) for line in process.stderr)),
+               threading.Thread(target=lambda: out.append(process.stdout.read()))]
+    began = time.monotonic()
+    for reader in readers:
+        reader.start()
+    try:
+        process.wait(timeout=timeout)
+    finally:
+        process.kill() if process.poll() is None else None
+        for reader in readers:
+            reader.join()
+    result = Timed(process.args, process.returncode, "".join(out), "".join(line for _, line in stamped))
+    times = [began, *(at for at, _ in stamped)]
+    gaps = [(b - a, line.rstrip()) for a, b, (_, line) in zip(times, times[1:], stamped)]
+    result.silence = max(gaps, default=(0.0, ""))
+    return result
+
+
 @pytest.fixture(scope="module")
 def lab_up() -> Iterator[subprocess.CompletedProcess]:
     backend = LocalBackend()
     running = [m.netns for m in backend.machines.values() if local.status(m)["netns"]]
     assert not running, f"a lab is already running ({running}): ./start.sh down first"
     try:
-        yield start("up", "--backend", "local")
+        yield start_timed("up", "--backend", "local")
     finally:
         start("down", timeout=300)
 
@@ -74,6 +103,13 @@ def test_up_reports_each_step_with_its_time(lab_up):
                   "Provisioning both machines with Ansible", "Checking each machine answers through HTTPD"):
         assert f"==> {title}" in lab_up.stderr
     assert lab_up.stderr.count("    done in ") == 5
+    # a line at least every 10 s, whatever the step (a long task says it is still working)
+    assert lab_up.silence[0] <= 10, lab_up.silence
+    # each task of the play once: a name said twice reads as a step done twice
+    tasks = [line.strip() for line in lab_up.stderr.splitlines() if line.startswith("    TASK [")]
+    assert len(tasks) == len(set(tasks)), sorted(t for t in tasks if tasks.count(t) > 1)
+    # the commands that come next are said once the machines are up, at the end
+    assert lab_up.stderr.rstrip().splitlines()[-1].startswith("Next: ./start.sh run")
     assert re.search(r"^    changed: default [1-9]\d*, tuned [1-9]\d*; full log: \S+ansible-\S+\.log$", lab_up.stderr, re.M)
     assert "http://10.213.1.2/svc/camel/mock" in lab_up.stderr and "http://10.213.2.2/svc/camel/mock" in lab_up.stderr
 
@@ -284,7 +320,7 @@ def test_a_second_run_of_the_playbook_changes_nothing(status, tmp_path):
 @pytest.fixture(scope="module")
 def quick_run(status) -> tuple[subprocess.CompletedProcess, Path]:
     # Parallel, as asked: this host's placement alone would load them one after the other (twice as long).
-    result = start("run", "--quick", "--schedule", "parallel", timeout=900)
+    result = start_timed("run", "--quick", "--schedule", "parallel", timeout=900)
     return result, (REPO / "runs" / "latest").resolve()
 
 
@@ -299,6 +335,8 @@ def test_a_quick_run_loads_both_machines_and_shows_progress(quick_run):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert "\n".join(headline(summary)) in result.stderr
     assert result.stderr.rstrip().endswith("./start.sh down removes them.")
+    assert result.silence[0] <= 10, result.silence
+    assert "Next: ./start.sh" not in result.stderr         # a run is not followed by what comes after up
 
 
 def test_a_quick_run_measures_both_machines_from_raw_data(quick_run):

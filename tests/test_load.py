@@ -331,6 +331,25 @@ def test_refused_connections_are_errors(processes, tmp_path: Path) -> None:
     assert not jmeter_processes(tmp_path)
 
 
+def test_a_lost_threshold_stops_the_load_and_the_phases_still_to_come(processes, tmp_path: Path) -> None:
+    # --stop-on-fail: default refuses every connection, so error_pct_max=1 is lost once the ramp is over (two
+    # progress reports in a row); the load stops there, long before its 30 s, and tuned's phase never starts.
+    from lab.load.abort import ThresholdWatch
+    port = start_mock(processes, tmp_path / "mock")
+    began = time.monotonic()
+    result = load.run({"default": f"http://127.0.0.1:{free_port()}", "tuned": f"http://127.0.0.1:{port}"},
+                      load.LoadProfile(users=2, ramp_s=1, duration_s=30, think_ms=100), tmp_path / "run",
+                      schedule="sequential", path="/data", progress_interval_s=1,
+                      stop_when=ThresholdWatch({"error_pct_max": 1}, ramp_s=1))
+    assert time.monotonic() - began < 25, "the load ran to its end"
+    assert result.lost is not None and (result.lost["threshold"], result.lost["machine"]) == ("error_pct_max", "default")
+    assert "errors 100.00% > 1%" in result.lost["why"] and f"stopped early: {result.lost['why']}" in result.problems
+    assert not result.interrupted and "tuned" not in result.results
+    _, refused = read_results(result.results["default"])
+    assert refused and all(row["success"] == "false" for row in refused)
+    assert not jmeter_processes(tmp_path)
+
+
 def test_the_labs_own_jmeter_is_at_hand(tmp_path: Path) -> None:
     # ./start.sh jmeter [ARGS]: JMeter as the lab assembled it, run from the user's folder.
     result = subprocess.run([str(REPO / "start.sh"), "jmeter", "--version"], cwd=tmp_path, capture_output=True,

@@ -71,3 +71,35 @@ def test_maven_step_lines_are_read_and_others_are_not():
     assert progress.maven_step("[INFO] Populating JMeter directory...") == "Populating JMeter directory..."
     assert progress.maven_step("[INFO] Building camel-tuning-lab-service 1.0") is None
     assert progress.maven_step("[INFO] Copying 3 resources") is None
+
+
+def test_a_silent_step_says_it_is_still_working_and_a_talking_one_does_not(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.4)
+    stderr = sys.stderr
+    with progress.step("Provisioning"):
+        progress.info("TASK [pcp : Install PCP]")
+        time.sleep(1.6)                                    # a long task: nothing printed meanwhile
+    silent = capsys.readouterr().err.splitlines()
+    beats = [line for line in silent if "still working" in line]
+    assert len(beats) >= 2, silent
+    # how long the step has run, and the last thing it said (not the step's own title line)
+    assert all(line.startswith("    ... still working (0:0") and line.endswith("TASK [pcp : Install PCP]")
+               for line in beats), beats
+    assert silent[-1].startswith("    done in ")
+    assert sys.stderr is stderr                            # the watch ends with the step
+
+    with progress.step("Loading"):
+        for _ in range(8):
+            progress.info("default 00:01 830 req/s")
+            time.sleep(0.2)
+    assert "still working" not in capsys.readouterr().err
+
+
+def test_a_step_inside_a_step_keeps_one_heartbeat(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.4)
+    with progress.step("Outer"), progress.step("Inner"):
+        time.sleep(1.0)
+    printed = capsys.readouterr().err.splitlines()
+    beats = [line for line in printed if "still working" in line]
+    # one watch: two beats in 1 s at most (0.4 s apart, checked every 0.5 s), each naming the inner step
+    assert 1 <= len(beats) <= 2 and all(line.endswith(": Inner") for line in beats), printed

@@ -135,3 +135,44 @@ def test_with_errors_the_headline_leads_with_the_requests_answered_without_error
     # without errors, no such line
     assert not any("answered without error" in line for line in headline(repeated.summarize(
         make_repeated_run(tmp_path / "clean").root)))
+
+
+def _capacity_trial(default: dict, tuned: dict) -> dict:
+    """A capacity trial's summary: each machine's capacity as the analysis finds it, and the comparison row."""
+    measured = {m: c["capacity_rps"] if c.get("found") else None for m, c in (("default", default), ("tuned", tuned))}
+    ratio = measured["tuned"] / measured["default"] if measured["default"] and measured["tuned"] else None
+    return {"machines": {"default": {"capacity": default}, "tuned": {"capacity": tuned}},
+            "capacity": {"ratio": ratio},
+            "comparison": [{"key": "capacity_rps", **measured, "ratio": ratio}],
+            "verdict": {"verdict": "valid", "valid": True, "sentence": "valid"}}
+
+
+def test_a_repeated_capacity_run_gives_each_machine_its_capacity_interval_and_its_thresholds(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "run")
+    found = [({"capacity_rps": 500, "found": True, "knee_rps": 600}, {"capacity_rps": 400, "found": True}),
+             ({"capacity_rps": 550, "found": True}, {"capacity_rps": 450, "found": True}),
+             # trial 3: tuned met every step up to the last: at least 900, a lower bound and not a measurement
+             ({"capacity_rps": 600, "found": True}, {"capacity_rps": 900, "found": False, "reached_max": True})]
+    for number, (default, tuned) in enumerate(found, 1):
+        trial = folder.trial(number)
+        trial.root.mkdir(parents=True)
+        trial.write_json(trial.run_json, {"run_id": str(number)})
+        trial.write_json(trial.summary_json, _capacity_trial(default, tuned))
+    folder.write_json(folder.run_json, {"run_id": "repeated", "repeat": 3, "profile": {"model": "open"},
+                                        "thresholds": {"capacity_rps_min": 500}})
+    summary = repeated.summarize(folder.root)
+    default, tuned = summary["capacity"]["machines"]["default"], summary["capacity"]["machines"]["tuned"]
+    assert default["mean"] == 550 and default["low"] < 550 < default["high"] and default["trials"] == 3
+    assert [t["capacity_rps"] for t in default["per_trial"]] == [500, 550, 600]
+    # the lower bound is left out of tuned's measured mean and interval, and counted
+    assert tuned["mean"] == 425 and tuned["trials"] == 2 and tuned["lower_bounds"] == 1
+    # the ratio: trials where both were measured (1 and 2)
+    assert summary["capacity"]["ratio"] == pytest.approx(850 / 1050, abs=1e-6)
+    # capacity_rps_min reads each machine's capacity as found, lower bounds included, averaged over the trials
+    # (default 550 passes; tuned (400 + 450 + 900) / 3 = 583 passes): a repeated run has no "machines" of its own
+    assert [(r["machine"], r["passed"]) for r in summary["thresholds"]] == [("default", True), ("tuned", True)]
+    lines = headline(summary)
+    assert "  default  capacity 550 req/s (95% interval 500-600 req/s, 3 trials)" in lines, lines
+    assert any(line.startswith("  tuned    capacity 425 req/s (95% interval") and line.endswith(
+        "2 trials; 1 more gave only a lower bound, left out)") for line in lines), lines
+    assert "Capacity by machine" in (report.render(folder.root)).read_text()

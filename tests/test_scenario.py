@@ -64,6 +64,18 @@ def test_a_missing_scenario_file_is_named(tmp_path):
         scenario.load(tmp_path / "nowhere.yaml", "nowhere.yaml")
 
 
+def test_a_shipped_scenario_is_found_by_its_name_and_an_unknown_name_lists_them(tmp_path, monkeypatch):
+    assert _experiment(tmp_path, monkeypatch, ["run", "--scenario", "stress-300"]).profile.users == 300
+    assert _experiment(tmp_path, monkeypatch, ["capacity", "--scenario", "burst.yaml"]).profile.max_rps == 600
+    # a file of the user's own of that name wins over the shipped one
+    (tmp_path / "soak").write_text("model: closed\nload: {users: 7, ramp_s: 1, duration_s: 60}\n")
+    assert _experiment(tmp_path, monkeypatch, ["run", "--scenario", "soak"]).profile.users == 7
+    with pytest.raises(StepFailed) as caught:
+        _experiment(tmp_path, monkeypatch, ["run", "--scenario", "sock"])
+    assert str(caught.value).startswith("--scenario sock: no such file, and no shipped scenario of that name "
+                                        "(shipped: 2018, burst, capacity, quick-gate, soak, stress-300, stress-600;")
+
+
 def _experiment(tmp_path: Path, monkeypatch, argv: list[str]) -> options.Experiment:
     monkeypatch.setenv("LAB_CALLER_DIR", str(tmp_path))
     return options.experiment(cli._parser().parse_args(argv))
@@ -93,10 +105,15 @@ def test_options_override_the_scenario_and_its_model_decides_the_run(tmp_path, m
     (["run", "--threshold", "p50_ms_max=5"], "--threshold p50_ms_max=5: unknown threshold"),
     (["run", "--threshold", "tuned.capacity_rps_min=300"], "threshold tuned.capacity_rps_min: a capacity is measured "
                                                            "by ./start.sh capacity"),
+    # a capacity run loads each machine past its knee on purpose: figures over its whole load break by design
+    (["capacity", "--threshold", "p99_ms_max=900"], "threshold p99_ms_max: a capacity run steps past each machine's "
+                                                    "knee on purpose"),
+    (["capacity", "--scenario", "g.yaml"], "threshold tuned.error_pct_max (in g.yaml): a capacity run steps past"),
 ])
 def test_options_that_contradict_the_scenario_are_named(tmp_path, monkeypatch, argv, message):
     (tmp_path / "s.yaml").write_text("model: closed\n")
     (tmp_path / "o.yaml").write_text("model: open\n")
+    (tmp_path / "g.yaml").write_text("model: open\nthresholds: {tuned.error_pct_max: 1, capacity_rps_min: 100}\n")
     with pytest.raises(StepFailed) as caught:
         _experiment(tmp_path, monkeypatch, argv)
     assert str(caught.value).startswith(message), str(caught.value)

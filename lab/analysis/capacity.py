@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 
-from lab.analysis.jmeter import Samples, client_side, error_label
+from lab.analysis.jmeter import Samples, client_side, error_class, error_label
 from lab.analysis.numbers import percentile
 from lab.load.openmodel import Slo, StepLoad
 
@@ -96,6 +96,7 @@ def _step(samples: Samples, members: list[int], number: int, rate: int, load: St
             "p50_ms": percentile(elapsed, 50), "p95_ms": percentile(elapsed, 95), "p99_ms": p99,
             "max_ms": elapsed[-1], "max_in_flight": max(samples.threads[i] for i in members),
             "errors_by_type": [{"error": k, "count": v} for k, v in kinds.most_common(3)],
+            "errors_by_class": dict(Counter(error_class(label) for label in labels.values()).most_common()),
             "met": met}
 
 
@@ -203,16 +204,30 @@ def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
             values = [sum(v for v in row if isinstance(v, (int, float))) for row in zip(*columns)] if columns else None
         return _peak(pcp.get(times_key), values, start, end)
 
+    def increase_of(times_key: str, key: str) -> float | None:
+        """A counter's increase over the knee step (the accept queue's overflows)."""
+        values = next(iter((pcp.get(key) or {}).values()), None)
+        found = [v for t, v in zip(pcp.get(times_key) or [], values or [])
+                 if start <= t <= end and isinstance(v, (int, float))]
+        return max(found) - min(found) if len(found) > 1 else None
+
     pauses = [p for p in series.get("gc") or [] if isinstance(p.get("t"), (int, float)) and start <= p["t"] <= end]
-    deaths = [e for e in (events or {}).get("process_exits") or []
-              if isinstance(e, dict) and isinstance(e.get("at_s"), (int, float)) and start <= e["at_s"] <= end]
+    exits = [e for e in (events or {}).get("process_exits") or []
+             if isinstance(e, dict) and isinstance(e.get("at_s"), (int, float))]
+    deaths = [e for e in exits if start <= e["at_s"] <= end]
     return {"from_s": round(start, 3), "to_s": round(end, 3),
             "memory_pss_peak_bytes": peak_of("proc_t", "proc_pss_bytes"),
             "cpu_cores_peak": peak_of("proc_t", "proc_cpu_cores"), "threads_peak": peak_of("proc_t", "proc_threads"),
             "tomcat_busy_peak": peak_of("app_t", "tomcat_busy"), "httpd_busy_peak": peak_of("app_t", "apache_busy"),
+            "tomcat_connections_peak": peak_of("app_t", "tomcat_connections"),
+            "accept_queue_overflows": increase_of("app_t", "listen_overflows"),
             "pool_pending_peak": peak_of("app_t", "pool_pending"),
             "gc_pauses": len(pauses), "gc_pause_max_ms": max((p["pause_ms"] for p in pauses
                                                               if isinstance(p.get("pause_ms"), (int, float))),
                                                              default=None),
             "process_exits": deaths, "oom_kills_in_run": (events or {}).get("oom_kills"),
-            "basis": "the knee step's time span: PCP's per-process and application metrics, the GC log, events.json"}
+            "process_exits_in_run": len(exits), "first_exit_s": min((e["at_s"] for e in exits), default=None),
+            "cgroup_peak_bytes": (events or {}).get("peak_cgroup_usage_bytes"),
+            "basis": "the knee step's time span: PCP's per-process and application metrics (the accept queue's "
+                     "overflows: network.tcp.listenoverflows, the machine's own network namespace or host), the GC "
+                     "log, events.json (deaths and OOM kills over the whole load, the cgroup's peak)"}

@@ -134,6 +134,30 @@ def client_side(label: str) -> bool:
     return any(mark in label for mark in CLIENT_SIDE)
 
 
+# Failures grouped the way an engineer reads a breaking point (error_class), most specific first.
+ERROR_CLASSES = (
+    ("no local port (JMeter's)", CLIENT_SIDE),
+    ("connect timeout", ("ConnectTimeoutException", "connect timed out")),
+    ("connection refused", ("Connection refused", "HttpHostConnectException")),
+    ("response timeout", ("SocketTimeoutException", "Read timed out")),
+    ("connection reset", ("Connection reset", "NoHttpResponseException", "failed to respond")),
+)
+
+
+def error_class(label: str) -> str:
+    """An error_label's class: a network failure by its kind, an HTTP one by its status (502, 503, 504, 5xx,
+    4xx), else 'other'."""
+    for name, marks in ERROR_CLASSES:
+        if any(mark in label for mark in marks):
+            return name
+    code = label.split(" ", 1)[0]
+    if code in ("502", "503", "504"):
+        return code
+    if len(code) == 3 and code.isdigit() and code[0] in "45":
+        return f"{code[0]}xx"
+    return "other"
+
+
 def client_errors(load: dict) -> int:
     """How many of a load's failures (its errors_by_type) the load generator made itself."""
     return sum(int(e.get("count") or 0) for e in load.get("errors_by_type") or [] if client_side(str(e.get("error"))))

@@ -14,6 +14,7 @@ from lab.analysis import thresholds
 from lab.analysis import trials as stats
 from lab.analysis.numbers import mean
 from lab.analysis.verdict import ORDER
+from lab.machines import MACHINES
 from lab.runfolder import RunFolder
 
 KIND = "repeated"
@@ -51,6 +52,8 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
                         **((trials[0][1].get("definitions") or {}) if trials else {})},
         "problems": problems,
     }
+    if any((figures.get("capacity") for _, figures in trials)):
+        result["capacity"] = _capacity([figures for _, figures in trials], result["comparison"])
     if run.get("mode") == "aa":
         result["noise_floor"] = _noise_floor(result["comparison"])
     if isinstance(run.get("thresholds"), dict) and run["thresholds"]:
@@ -106,6 +109,28 @@ def _comparison(summaries: list[dict]) -> list[dict]:
             row["note"] = f"{left_out} of {len(summaries)} trials without a ratio of their own left out"
         rows.append(row)
     return rows
+
+
+def _capacity(summaries: list[dict], comparison: list[dict]) -> dict:
+    """A repeated capacity run's capacities: each machine's over the trials, with its 95% interval (measured
+    capacities only: a lower bound is not a measurement), and each trial's as found, lower bounds included,
+    which thresholds read (a machine that met every step passes capacity_rps_min as in a single run)."""
+    row = next((r for r in comparison if r["key"] == "capacity_rps"), {})
+    machines = {}
+    for machine in MACHINES:
+        found = [((s.get("machines") or {}).get(machine) or {}).get("capacity") or {} for s in summaries]
+        measured = [f.get("capacity_rps") if f.get("found") else None for f in found]
+        as_found = [f.get("capacity_rps") for f in found if f.get("capacity_rps") is not None]
+        machines[machine] = {**stats.mean_interval(measured),
+                             "capacity_rps": mean(as_found) if as_found else None,
+                             "lower_bounds": sum(1 for f in found if f.get("capacity_rps") is not None
+                                                 and not f.get("found")),
+                             "per_trial": [{"capacity_rps": f.get("capacity_rps"), "found": bool(f.get("found")),
+                                            "reached_max": bool(f.get("reached_max")), "knee_rps": f.get("knee_rps"),
+                                            "broke": f.get("broke")} for f in found]}
+    return {"default_rps": machines["default"]["mean"], "tuned_rps": machines["tuned"]["mean"],
+            "ratio": row.get("ratio"), "low": row.get("low"), "high": row.get("high"), "machines": machines,
+            "note": None if row.get("ratio") is not None else row.get("note") or "no trial measured both capacities"}
 
 
 def _verdict(trials: list[tuple[str, dict]], planned: object) -> dict:

@@ -131,7 +131,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         summary["capacity"] = capacity.compare({name: m.get("capacity") or {} for name, m in summary["machines"].items()})
     # A trial is not judged alone: its repeated run checks the thresholds on the trials' means.
     if isinstance(run.get("thresholds"), dict) and run["thresholds"] and not folder.is_trial:
-        summary["thresholds"] = thresholds.check(summary, run["thresholds"])
+        summary["thresholds"] = thresholds.check(summary, run["thresholds"], lost=run.get("threshold_lost"))
     summary["verdict"] = verdict.judge(summary, folder.jmeter.loadgen)
     summary["claims"] = claims.answer(summary, series)
     summary["knobs"] = _knobs(knobs)

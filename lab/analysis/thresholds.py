@@ -26,8 +26,10 @@ THRESHOLDS = {
 UNITS = {"error_rate": "%", "p95_ms": " ms", "p99_ms": " ms", "throughput_rps": " req/s", "capacity_rps": " req/s"}
 
 
-def check(summary: dict, thresholds: dict[str, float]) -> list[dict]:
-    """One result per threshold and machine: {threshold, machine, limit, value, passed, message}."""
+def check(summary: dict, thresholds: dict[str, float], lost: dict | None = None) -> list[dict]:
+    """One result per threshold and machine: {threshold, machine, limit, value, passed, message}. lost: the
+    threshold that stopped the load (--stop-on-fail, run.json's threshold_lost): broken, whatever the figures of
+    the shortened load say."""
     rows = {row["key"]: row for row in summary.get("comparison") or []}
     headline = "capacity_rps" if "capacity_rps" in rows else "throughput_rps"
     results = []
@@ -39,11 +41,21 @@ def check(summary: dict, thresholds: dict[str, float]) -> list[dict]:
             results.append(_result(name, None, limit, value, direction, f"tuned/default {headline}", "x"))
             continue
         for each in [machine] if machine else MACHINES:
-            raw = (((summary.get("machines") or {}).get(each) or {}).get("capacity") or {}).get(key) \
-                if key == "capacity_rps" else (rows.get(key) or {}).get(each)
+            raw = _capacity(summary, each) if key == "capacity_rps" else (rows.get(key) or {}).get(each)
             value = raw * scale if isinstance(raw, (int, float)) else None
             results.append(_result(name, each, limit, value, direction, f"{each} {key}", UNITS.get(key, "")))
+    for result in results:
+        if isinstance(lost, dict) and (lost.get("threshold"), lost.get("machine")) == (result["threshold"],
+                                                                                      result["machine"]):
+            result.update(passed=False, message=f"BROKEN: {lost.get('why')}; the load stopped there (--stop-on-fail)")
     return results
+
+
+def _capacity(summary: dict, machine: str) -> float | None:
+    """The machine's capacity as found, a lower bound included: a single run's, or a repeated run's mean."""
+    if summary.get("kind") == "repeated":
+        return (((summary.get("capacity") or {}).get("machines") or {}).get(machine) or {}).get("capacity_rps")
+    return (((summary.get("machines") or {}).get(machine) or {}).get("capacity") or {}).get("capacity_rps")
 
 
 def _result(name: str, machine: str | None, limit: float, value: float | None, direction: str, what: str,

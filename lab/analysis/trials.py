@@ -85,3 +85,20 @@ def unpaired_interval(before: list[float], after: list[float], confidence: float
     if note:
         result["note"] = note
     return result
+
+
+def mean_interval(values: list[float | None], confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> dict:
+    """One machine's figure over the trials (a capacity): its mean, with a percentile bootstrap interval of the
+    mean (None with fewer than 2 trials)."""
+    data = [float(v) for v in values if v is not None]
+    result: dict = {"mean": round(sum(data) / len(data), 6) if data else None, "low": None, "high": None,
+                    "trials": len(data), "confidence": confidence,
+                    "method": f"percentile bootstrap of the mean over the trials, {resamples:,} resamples"}
+    if len(data) < 2:
+        result["note"] = "one trial: no interval (--repeat N gives one)" if data else "no trial with the figure"
+        return result
+    low, high = percentile_interval(resampled_means(data, numpy.random.default_rng(SEED), resamples), confidence)
+    result.update(low=round(low, 6), high=round(high, 6))
+    if few_trials_note(len(data)):
+        result["note"] = few_trials_note(len(data))
+    return result

@@ -205,9 +205,24 @@ class StepWatch:
 
     @property
     def broken(self) -> bool:
+        return self.knee is not None
+
+    @property
+    def knee(self) -> int | None:
+        """The first of stop_after_misses consecutive missed steps, once there are that many; else None."""
         run = 0
         for step in sorted(self.judged):
             run = run + 1 if not self.judged[step] else 0
             if run >= self.load.stop_after_misses:
-                return True
-        return False
+                return step - run + 1
+        return None
+
+    @property
+    def capacity_rps(self) -> int | None:
+        """Once broken, the highest rate of a step met before the knee (the analysis of every sample can only
+        find it lower: it also asks that the step was delivered); None before, or when none was met."""
+        knee = self.knee
+        if knee is None:
+            return None
+        met = [step for step, ok in self.judged.items() if ok and step < knee]
+        return self.load.rates()[max(met)] if met else None

@@ -88,4 +88,5 @@ class LoadResult:
     log: Path | None = None             # out_dir/jmeter.log
     ended_early: dict[str, float] = field(default_factory=dict)     # machine -> s: an open model's SLO missed
     loadgen_cpus: str | None = None     # the CPUs JMeter could run on (a cpulist), as the kernel said
+    lost: dict | None = None            # the threshold lost during the load, which stopped it (lab/load/abort.py)
 

@@ -120,7 +120,8 @@ class _MachineProgress:
                 "elapsed_s": round(end - self.started, 1) if self.started is not None else 0.0,
                 "samples": self.samples, "requests_per_s": round(self.requests_per_s, 1),
                 "errors": self.errors, "error_rate": self.errors / self.samples if self.samples else 0.0,
-                "p95_ms": self.p95_ms, "active_threads": self.active_threads}
+                "p95_ms": self.p95_ms, "active_threads": self.active_threads,
+                "broken": self.broken, "capacity_rps": self.watch.capacity_rps if self.broken else None}
 
 
 # ------------------------------------------------------------------------------------------ progress

@@ -125,7 +125,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
         on_progress: Callable[[dict], None] | None = None, *, path: str,
         progress_interval_s: float = 5.0, allow_any_host: bool = False,
         order: tuple[str, ...] | None = None, cpus: str | None = None, engines: Engines | None = None,
-        enter: dict[str, list[str]] | None = None) -> LoadResult:
+        enter: dict[str, list[str]] | None = None, stop_when: Callable[[dict], dict | None] | None = None) -> LoadResult:
     """Load the machines with the plan, then build each machine's dashboard.
 
     targets: machine ("default"/"tuned") -> base URL (http://10.213.1.2); the request path is `path`
@@ -137,6 +137,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     placement gives the load generator; the affinity JMeter really had is in the result (loadgen_cpus).
     engines: remote JMeter engines that generate the load (lab/load/engines.py), this JMeter their client.
     enter: machine -> a command prefix that runs its JMeter in the machine's network (sequential schedule only).
+    stop_when: called with each progress report; what it returns (a lost threshold, lab/load/abort.py) ends the load
+    at once, the phases still to come included, and is the result's `lost`.
     Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
@@ -167,10 +169,18 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     interrupted = False
     started_at, started = time.time(), time.monotonic()
 
-    def report(now: float) -> None:
+    lost: dict | None = None
+
+    def report(now: float) -> bool:
+        """Shows the progress; True when the load must stop (stop_when found a threshold lost)."""
+        nonlocal lost
+        snapshot = {"schedule": schedule, "elapsed_s": round(now - started, 1), "planned_s": planned_s,
+                    "machines": {m: p.snapshot(now) for m, p in progress.items()}}
         if on_progress is not None:
-            on_progress({"schedule": schedule, "elapsed_s": round(now - started, 1), "planned_s": planned_s,
-                         "machines": {m: p.snapshot(now) for m, p in progress.items()}})
+            on_progress(snapshot)
+        if lost is None and stop_when is not None and (lost := stop_when(snapshot)) is not None:
+            problems.append(f"stopped early: {lost['why']}")
+        return lost is not None
 
     with sigterm_as_interrupt():
         for phase in phases:
@@ -183,6 +193,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
             if not complete:        # JMeter itself was killed: what it measured is kept, the run ends
                 interrupted = True
                 break
+            if lost is not None:    # a threshold is lost: the phases still to come would not change that
+                break
         results = {m: p.results for m, p in progress.items() if p.results.is_file()}
         dashboards = generate_dashboards(generator.java, generator.jar, results, profile, out, problems)
         if "dashboard generation interrupted" in problems:
@@ -190,7 +202,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
                       ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log,
                       ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None},
-                      loadgen_cpus=cpulist(cpu for found in affinity for cpu in parse_cpulist(found)) or None)
+                      loadgen_cpus=cpulist(cpu for found in affinity for cpu in parse_cpulist(found)) or None,
+                      lost=lost)
 
 
 @dataclass(frozen=True)
@@ -209,7 +222,7 @@ class _Generator:
 
 
 def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile | StepLoad, out: JMeterFolder,
-               own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], None],
+               own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], bool],
                interval_s: float, problems: list[str], sampler: CpuSampler, affinity: list[str]) -> bool:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
     False if JMeter was killed by a signal the lab did not send (the kernel's OOM killer sends SIGKILL)."""
@@ -253,8 +266,12 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
             if now >= next_report:
                 for machine in machines:
                     machine.poll(now)
-                report(now)
+                must_stop = report(now)
                 next_report = now + interval_s
+                if must_stop:                                       # a threshold is lost (--stop-on-fail)
+                    _stop_jmeter(popen, udp_port, problems, entered)
+                    stopped = True
+                    break
                 if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
                     for machine in machines:
                         machine.ended_early_s = round(now - machines[0].started, 1)

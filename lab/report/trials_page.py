@@ -13,15 +13,18 @@ TEMPLATE = "trials.html.j2"
 
 
 def trials_chart(summary: dict) -> Chart:
-    chart = Chart("chart-trials", "Throughput by trial",
-                  "Left: each machine's steady-state throughput in each trial. Right: tuned ÷ default per trial, "
+    # A capacity run's trial rows hold each machine's capacity (repeated._trial_row), and its ratio is theirs.
+    key, figure_name = ("capacity_rps", "capacity") if summary.get("capacity") else \
+        ("throughput_rps", "steady-state throughput")
+    chart = Chart("chart-trials", f"{figure_name.split()[-1].capitalize()} by trial",
+                  f"Left: each machine's {figure_name} in each trial. Right: tuned ÷ default per trial, "
                   "the ratio over all trials (line) and its 95% interval (band).")
     trials = summary.get("trials") or []
     numbers = [t["number"] for t in trials]
     if not any(t.get("default_rps") is not None for t in trials):
         chart.missing = ["default", "tuned"]
         return chart
-    row = next((r for r in summary.get("comparison") or [] if r["key"] == "throughput_rps"), {})
+    row = next((r for r in summary.get("comparison") or [] if r["key"] == key), {})
     with style():
         fig, (left, right) = figure(2, sharey=False)
         for machine in ("default", "tuned"):
