@@ -79,6 +79,9 @@ def capacity_options() -> argparse.ArgumentParser:
                          help=f"each step (default {steps.step_s} s)")
     options.add_argument("--max-rate", type=int, default=unset, metavar="RPS",
                          help=f"the last step at most (default {steps.max_rps})")
+    options.add_argument("--stop-after-misses", type=int, default=unset, metavar="N",
+                         help=f"a machine's load ends after N steps in a row missed the SLO; its knee is the first "
+                              f"of them (default {steps.stop_after_misses})")
     options.add_argument("--slo-p99", type=int, default=unset, metavar="MS",
                          help=f"a step's p99 at most (default {slo.p99_ms} ms)")
     options.add_argument("--slo-errors", type=float, default=unset, metavar="PERCENT",
@@ -152,7 +155,7 @@ _USER_OPTIONS = (("--users", "users", 1), ("--ramp", "ramp_s", 0), ("--duration"
                  ("--think", "think_ms", 0))
 # option, StepLoad field, smallest value
 _STEP_OPTIONS = (("--start-rate", "start_rps", 1), ("--step-rate", "step_rps", 1), ("--step-length", "step_s", 1),
-                 ("--max-rate", "max_rps", 1))
+                 ("--max-rate", "max_rps", 1), ("--stop-after-misses", "stop_after_misses", 1))
 
 
 def _given(args: argparse.Namespace, option: str) -> object:

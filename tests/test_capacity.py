@@ -217,9 +217,11 @@ def test_bad_capacity_options_are_named_before_anything_starts(argv, message, ca
 
 
 def test_capacity_options_reach_the_steps():
-    args = cli._parser().parse_args(["capacity", "--quick", "--step-length", "5", "--slo-p99", "250"])
+    args = cli._parser().parse_args(["capacity", "--quick", "--step-length", "5", "--slo-p99", "250",
+                                     "--stop-after-misses", "3"])
     steps = options.experiment(args).profile
     assert steps.step_s == 5 and steps.slo.p99_ms == 250 and steps.start_rps == cli.load.QUICK_STEPS.start_rps
+    assert steps.stop_after_misses == 3 and "until 3 steps miss" in steps.describe()
 
 
 def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_path):

@@ -103,3 +103,27 @@ def test_compare_writes_nothing_into_the_runs_it_reads(tmp_path):
     before = sorted(path.name for path in b.rglob("*"))
     compare(a, b)
     assert sorted(path.name for path in b.rglob("*")) == before
+
+
+def test_two_capacity_runs_compare_each_machines_capacity(tmp_path):
+    # A knob before and after, measured as capacity: its row leads, in req/s, B/A for each machine and the ratio.
+    def capacity_run(root: Path, default_rps: int, tuned_rps: int) -> Path:
+        root.mkdir(parents=True)
+        profile = {"model": "open", "start_rps": 50, "step_rps": 50, "step_s": 60, "max_rps": 1500}
+        (root / "run.json").write_text(json.dumps({"run_id": root.name, "profile": profile}))
+        (root / "knobs.json").write_text(json.dumps({"default": {}, "tuned": {}}))
+        (root / "summary.json").write_text(json.dumps({
+            "run": {"profile": profile, "schedule": "sequential", "backend": "local"}, "verdict": {"verdict": "valid"},
+            "capacity": {"default_rps": default_rps, "tuned_rps": tuned_rps, "ratio": tuned_rps / default_rps},
+            "comparison": [{"key": "capacity_rps", "default": default_rps, "tuned": tuned_rps,
+                            "ratio": tuned_rps / default_rps}]}))
+        return root
+    a = capacity_run(tmp_path / "20261124-010000", 500, 400)
+    b = capacity_run(tmp_path / "20261124-020000", 500, 600)
+    result = compare(a, b)
+    assert result["rows"][0]["key"] == "capacity_rps"
+    assert _row(result, "capacity_rps", "tuned")["b_over_a"] == pytest.approx(1.5)
+    assert _row(result, "capacity_rps", "default")["b_over_a"] == 1
+    assert _row(result, "capacity_rps", "ratio")["b_over_a"] == pytest.approx(1.2 / 0.8)
+    page = compare_page.render(a, b, runs=tmp_path)[1].read_text()
+    assert "Capacity" in page and "req/s" in page

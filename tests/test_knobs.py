@@ -76,3 +76,26 @@ def test_a_value_ansible_cannot_render_here_is_shown_as_written_and_the_rest_sti
     machines = rendered(ansible_copy / "inventories" / "local" / "hosts.yml", ansible_copy, ["tuned"], KNOB_PREFIXES)
     assert machines["tuned"]["httpd_server_name"].startswith("{{ ansible_facts['fqdn'] }} (not rendered here: ")
     assert machines["tuned"]["httpd_mpm"] == "worker"
+
+
+def test_the_reports_knob_table_shows_rendered_values_and_says_when_an_old_run_did_not(ansible_copy, tmp_path):
+    import re
+
+    from lab.experiment import KNOB_PREFIXES
+    from lab.knobs import rendered
+    from lab.report import render
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "fixtures" / "run-local-tiny", run)
+
+    def knob_table() -> str:
+        page = render(run, refresh=True).read_text()
+        return re.search(r'<section id="knobs">.*?</section>', page, re.S)[0]
+
+    # the stored run is from before the rendering: its values as written, and the table says so
+    old = knob_table()
+    assert "{{ camel_app_home }}" in old and "knobs.json is from before the lab rendered them" in old
+    # a run of today's lab: knobs.json as the run writes it, and no template text left in the table
+    inventory = ansible_copy / "inventories" / "local" / "hosts.yml"
+    (run / "knobs.json").write_text(json.dumps(rendered(inventory, ansible_copy, ["default", "tuned"], KNOB_PREFIXES)))
+    new = knob_table()
+    assert "{{" not in new and "from before" not in new and "/var/lib/camel-tuning-lab/machines/tuned/" in new

@@ -514,9 +514,15 @@ def test_a_quick_capacity_run_finds_each_machines_capacity(quick_run):
     # One machine at a time: on this 2-core host JMeter loading both at once fell behind the offered rates
     # from 400 req/s on (the analysis then says the generator, not the machine, was the limit). What is
     # tested is that the steps run, each load stops past its knee, and each machine gets a capacity.
-    result = start("capacity", "--quick", "--schedule", "sequential", timeout=900)
-    assert result.returncode == 0, result.stderr[-4000:]
+    # With a threshold no machine of 512 MiB meets: the run is whole, and then exits 3 with a JUnit file.
+    result = start("capacity", "--quick", "--schedule", "sequential", "--threshold", "capacity_rps_min=100000",
+                   timeout=900)
+    assert result.returncode == 3, result.stderr[-4000:]
     run_dir = (REPO / "runs" / "latest").resolve()
+    assert re.search(r"^  BROKEN: capacity_rps_min \(default capacity_rps >= 100000 req/s\): \d+ req/s$", result.stderr,
+                     re.M), result.stderr[-2000:]
+    junit = (run_dir / "thresholds.xml").read_text()
+    assert 'tests="2"' in junit and 'failures="2"' in junit
     run = json.loads((run_dir / "run.json").read_text())
     assert run["profile"]["model"] == "open" and run["profile"]["slo"] == {"p99_ms": 1000, "error_pct": 0.1}
     assert (run_dir / "jmeter" / "open-model.jmx").is_file()
@@ -533,7 +539,12 @@ def test_a_quick_capacity_run_finds_each_machines_capacity(quick_run):
         first = starts[:steps[0]["rate_rps"] * run["profile"]["step_s"]]
         assert 0.6 * run["profile"]["step_s"] <= (first[-1] - first[0]) / 1000 <= 1.2 * run["profile"]["step_s"]
         assert steps[0]["delivered"] and any(s["met"] for s in steps) and any(s["met"] is False for s in steps)
-        assert found["at_knee"]["memory_pss_peak_bytes"] > 0 and found["at_knee"]["tomcat_busy_peak"] is not None
+        knee = found["at_knee"]
+        assert knee["memory_pss_peak_bytes"] > 0 and knee["tomcat_busy_peak"] is not None
+        # where requests queued, from PCP: Tomcat's connections and the accept queue's overflows (a counter's increase)
+        assert knee["tomcat_connections_peak"] is not None and knee["accept_queue_overflows"] >= 0
+        # each step's errors by class, every error counted once
+        assert all(sum(s["errors_by_class"].values()) == s["errors"] + s["client_errors"] for s in steps)
     # the load ended past both knees, before the schedule's end
     assert run["ended_early_s"] and max(run["ended_early_s"].values()) < run["profile"]["step_s"] * len(
         range(run["profile"]["start_rps"], run["profile"]["max_rps"] + 1, run["profile"]["step_rps"]))
@@ -543,6 +554,7 @@ def test_a_quick_capacity_run_finds_each_machines_capacity(quick_run):
     assert "\n".join(headline(summary)) in result.stderr
     html = (run_dir / "report" / "index.html").read_text()
     assert '<section id="capacity">' in html and 'id="chart-capacity"' in html and "at its knee" in html
+    assert "<th>error types</th>" in html and "connections dropped from a full accept queue" in html
 
 
 def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_run):

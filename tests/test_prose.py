@@ -25,3 +25,21 @@ def test_the_longest_pause_is_measured_against_the_others():
     pauses = [10.0 + i / 4 for i in range(40)] + [184.0]
     assert others_p99(pauses) == max(pauses[:-1]) == 19.75
     assert others_p99([5.0]) is None
+
+
+def test_a_lone_pause_is_not_a_red_ratio_in_the_comparison():
+    # tuned's one 184 ms pause among 240 short ones against default's 25 ms: 7.4x longest, said as what it is
+    from lab.analysis.summary import _comparison
+    from lab.report.formatting import ratio_class
+    lone = {"pause_count": 240, "pause_max_ms": 184.0, "pause_others_p99_ms": 24.6}
+    rows = {r["key"]: r for r in _comparison({"default": {"gc": {"pause_count": 300, "pause_max_ms": 25.0,
+                                                                  "pause_others_p99_ms": 20.0}},
+                                               "tuned": {"gc": lone}})}
+    row = rows["gc_max_ms"]
+    assert row["ratio"] == pytest.approx(7.36) and row["outlier"] and ratio_class(row) == "ratio"
+    assert row["note"].startswith("a lone pause on tuned: at least 5 times the 99th percentile")
+    # longest pauses that are a pattern keep their colour
+    patterned = {**lone, "pause_others_p99_ms": 120.0}
+    row = {r["key"]: r for r in _comparison({"default": {"gc": {"pause_max_ms": 25.0}},
+                                             "tuned": {"gc": patterned}})}["gc_max_ms"]
+    assert not row.get("outlier") and ratio_class(row) == "ratio bad"

@@ -163,14 +163,23 @@ LONE_PAUSE_FACTOR = 5
 LONE_PAUSE_MIN_COUNT = 20
 
 
-def _lone_pause(gc: dict) -> str:
-    """The longest GC pause put in context when it is one outlier: its ratio alone reads as a pattern."""
+def lone_pause(gc: dict) -> float | None:
+    """How many times the 99th percentile of the other pauses the longest one is, when it stands alone (at least
+    LONE_PAUSE_FACTOR, among LONE_PAUSE_MIN_COUNT pauses or more); else None."""
     longest, p99 = number(gc.get("pause_max_ms")), number(gc.get("pause_others_p99_ms"))
     if longest is None or not p99 or gc.get("pause_count", 0) < LONE_PAUSE_MIN_COUNT \
             or longest < LONE_PAUSE_FACTOR * p99:
+        return None
+    return longest / p99
+
+
+def _lone_pause(gc: dict) -> str:
+    """The longest GC pause put in context when it is one outlier: its ratio alone reads as a pattern."""
+    factor = lone_pause(gc)
+    if factor is None:
         return ""
-    return (f" Its longest pause ({ms(longest)}) stands alone: {longest / p99:.1f} times the 99th percentile of "
-            f"the others ({ms(p99)}); one pause, not a pattern.")
+    return (f" Its longest pause ({ms(number(gc['pause_max_ms']))}) stands alone: {factor:.1f} times the 99th "
+            f"percentile of the others ({ms(number(gc['pause_others_p99_ms']))}); one pause, not a pattern.")
 
 
 

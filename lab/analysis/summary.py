@@ -29,7 +29,7 @@ from lab.analysis.numbers import PERCENTILE_DEFINITION
 from lab.analysis.numbers import number as _number
 from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.pcp import analyze_pcp
-from lab.analysis.prose import what_happened
+from lab.analysis.prose import LONE_PAUSE_FACTOR, lone_pause, what_happened
 from lab.load.openmodel import StepLoad
 from lab.machines import MACHINES
 from lab.paths import LOCAL_ROOT
@@ -323,6 +323,12 @@ def _comparison(machines: dict) -> list[dict]:
         a, b = get(default), get(tuned)
         row = {"key": key, "label": label, "unit": unit, "default": a, "tuned": b, "ratio": _ratio(b, a),
                "better": better}
+        if key == "gc_max_ms":
+            lone = [m for m, entry in (("default", default), ("tuned", tuned)) if lone_pause(entry.get("gc") or {})]
+            if lone:        # one outlier's ratio reads as a pattern: said, and not coloured
+                row.update(outlier=True, note=f"a lone pause on {' and '.join(lone)}: at least "
+                                              f"{LONE_PAUSE_FACTOR} times the 99th percentile of the other pauses "
+                                              "(see What happened)")
         if key in STEADY_KEYS and unsettled:
             row.update(ratio=None, note=f"no ratio: {' and '.join(unsettled)} did not reach a steady state")
         if key == "peak_memory_bytes":
@@ -356,7 +362,9 @@ def _knobs(knobs: dict | None) -> dict:
             same += 1
         else:
             differ.append({"variable": variable, "default": a, "tuned": b})
-    return {"differ": differ, "same": same, "available": bool(default or tuned)}
+    # A run from before the lab rendered the roles' values kept them as written ("{{ camel_app_home }}/gc").
+    unrendered = sum("{{" in json.dumps(row[m], default=str) for row in differ for m in ("default", "tuned"))
+    return {"differ": differ, "same": same, "available": bool(default or tuned), "unrendered": unrendered}
 
 
 def _observed(status: dict | None, machines: list[str]) -> dict:

@@ -69,7 +69,7 @@ def ratio_text(row: dict) -> str:
 def ratio_class(row: dict) -> str:
     """The ratio cell's classes: good or bad when tuned differs from default (green where it is better)."""
     value = row["ratio"]
-    if value is None or round(value, 2) == 1:
+    if value is None or round(value, 2) == 1 or row.get("outlier"):     # one lone pause is not a pattern
         return "ratio"
     good = (value > 1) == (row["better"] == "higher")
     return "ratio good" if good else "ratio bad"
