@@ -29,12 +29,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait until the block is done (cleanup that must finish: they arrive after it)."""
+    """Ctrl-C and SIGTERM wait until the block is done (cleanup that must finish: they arrive after it).
+    Held by the handlers, not by a signal mask: the kernel gives a process's signal to any of its threads that
+    does not block it (numpy's OpenBLAS workers, the progress heartbeat), and Python then runs the handler in
+    the main thread whatever the main thread's own mask says."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    held: list[int] = []
+    previous = {number: signal.signal(number, lambda signum, frame: held.append(signum))
+                for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if held:            # as if it had arrived now: the handler it would have met (KeyboardInterrupt, Terminated)
+            signal.raise_signal(held[0])

@@ -188,36 +188,38 @@ def experiment(args: argparse.Namespace) -> Experiment:
     limits = {**(chosen.thresholds if chosen else {}), **_thresholds(args)}
     closed_only = [name for name in limits if model == "closed" and name.rpartition(".")[2] == "capacity_rps_min"]
     if closed_only:
-        raise StepFailed(f"threshold {closed_only[0]}{_from(chosen, closed_only[0])}: a capacity is measured by ./start.sh capacity (an open model); "
+        raise StepFailed(f"threshold {closed_only[0]}{_from(chosen, closed_only[0], args)}: a capacity is measured by ./start.sh capacity (an open model); "
                          "this run has none, so the threshold could only fail")
     # A capacity run loads each machine past its knee on purpose: a figure over its whole load breaks by design.
     whole_load = [name for name in limits if model == "open" and name.rpartition(".")[2] in WHOLE_LOAD]
     if whole_load:
-        raise StepFailed(f"threshold {whole_load[0]}{_from(chosen, whole_load[0])}: a capacity run steps past each "
+        raise StepFailed(f"threshold {whole_load[0]}{_from(chosen, whole_load[0], args)}: a capacity run steps past each "
                          "machine's knee on purpose, so a figure over its whole load breaks by design; the SLO "
                          "(--slo-p99, --slo-errors) is what each step must meet, and capacity_rps_min and ratio_min "
                          "gate the run")
+    repeat_source = f"--repeat {repeat}" if repeat else f"repeat: {chosen.repeat} (in {chosen.source})" \
+        if chosen and chosen.repeat else ""
     repeat = repeat or (chosen.repeat if chosen else None) or 1
     if _given(args, "--stop-on-fail"):
-        _check_stop_on_fail(limits, repeat)
+        _check_stop_on_fail(limits, repeat, repeat_source)
     return Experiment(profile=profile, schedule=_given(args, "--schedule") or (chosen.schedule if chosen else None),
                       repeat=repeat, limits=limits, stop_on_fail=bool(_given(args, "--stop-on-fail")),
                       a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None,
                       load_from=_given(args, "--load-from") or "here", host_limits=bool(_given(args, "--limits")))
 
 
-def _check_stop_on_fail(limits: dict[str, float], repeat: int) -> None:
+def _check_stop_on_fail(limits: dict[str, float], repeat: int, repeat_source: str) -> None:
     if repeat > 1:
-        raise StepFailed(f"--stop-on-fail with --repeat {repeat}: a repeated run's thresholds are judged on the "
+        raise StepFailed(f"--stop-on-fail with {repeat_source}: a repeated run's thresholds are judged on the "
                          "trials' means, which no single trial can lose")
     if not any(name.rpartition(".")[2] in LIVE for name in limits):
         raise StepFailed("--stop-on-fail: none of the run's thresholds can be lost during the load (it watches "
                          f"{', '.join(LIVE)}; give one with --threshold or in the scenario file)")
 
 
-def _from(chosen: scenario.Scenario | None, name: str) -> str:
+def _from(chosen: scenario.Scenario | None, name: str, args: argparse.Namespace) -> str:
     """Where a threshold was given, when it was not on the command line: ' (in FILE)'."""
-    return f" (in {chosen.source})" if chosen and name in chosen.thresholds else ""
+    return f" (in {chosen.source})" if chosen and name in chosen.thresholds and name not in _thresholds(args) else ""
 
 
 def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:

@@ -22,15 +22,32 @@ class _Watched:
         self.inner = inner
         self.at = time.monotonic()
         self.last = ""
+        self.ended_line = True              # the last write ended its line (a terminal's redraw does not)
         self.lock = threading.Lock()
 
     def write(self, text: str) -> int:
         with self.lock:
             written = self.inner.write(text)
-            shown = [line for line in _ANSI.sub("", text).replace("\r", "\n").splitlines() if line.strip()]
+            shown = [line.strip() for line in _ANSI.sub("", text).replace("\r", "\n").splitlines() if line.strip()]
             if shown:
-                self.at, self.last = time.monotonic(), shown[-1].strip()
+                self.at = time.monotonic()
+                # what the step is at: not a step's own title or end
+                said = [line for line in shown if not line.startswith(("==>", "done in", "FAILED after"))]
+                self.last = said[-1] if said else self.last
+            if text:
+                self.ended_line = text.endswith("\n")
             return written
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def beat(self, line: str) -> None:
+        """The heartbeat's line, in one write, on a line of its own; it is not what the step is at."""
+        with self.lock:
+            self.inner.write(("" if self.ended_line else "\n") + line + "\n")
+            self.inner.flush()
+            self.at, self.ended_line = time.monotonic(), True
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
@@ -53,18 +70,18 @@ def _heartbeat() -> Iterator[None]:
         while not stop.wait(0.5):
             if _STEPS and time.monotonic() - watched.at >= HEARTBEAT_S:
                 title, started = _STEPS[-1]
-                last = watched.last if watched.last and not watched.last.startswith("==>") else title
-                print(f"    ... still working ({_clock(time.monotonic() - started)}): {last[:100]}",
-                      file=watched, flush=True)
+                watched.beat(f"    ... still working ({_clock(time.monotonic() - started)}): "
+                             f"{(watched.last or title)[:100]}")
 
     thread = threading.Thread(target=beat, name="progress-heartbeat", daemon=True)
     thread.start()
     try:
         yield
     finally:
+        if sys.stderr is watched:           # first: a second Ctrl-C during the join must not leave it wrapped
+            sys.stderr = watched.inner
         stop.set()
-        thread.join()
-        sys.stderr = watched.inner
+        thread.join(timeout=2)
 
 
 def _clock(seconds: float) -> str:
@@ -75,6 +92,8 @@ def _clock(seconds: float) -> str:
 @contextmanager
 def step(title: str) -> Iterator[None]:
     print(f"==> {title} ...", file=sys.stderr, flush=True)
+    if isinstance(sys.stderr, _Watched):    # an inner step: what the outer one was at is not what it is at
+        sys.stderr.last = ""
     started = time.monotonic()
     _STEPS.append((title, started))
     try:

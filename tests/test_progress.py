@@ -2,6 +2,7 @@
 on the terminal, no terminal codes in a pipe, its exit status and a time limit kept."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -78,28 +79,64 @@ def test_a_silent_step_says_it_is_still_working_and_a_talking_one_does_not(capsy
     stderr = sys.stderr
     with progress.step("Provisioning"):
         progress.info("TASK [pcp : Install PCP]")
-        time.sleep(1.6)                                    # a long task: nothing printed meanwhile
+        time.sleep(1.8)                                    # a long task: nothing printed meanwhile
     silent = capsys.readouterr().err.splitlines()
     beats = [line for line in silent if "still working" in line]
+    # each beat says how long the step has run and the last thing it said, never an earlier beat
     assert len(beats) >= 2, silent
-    # how long the step has run, and the last thing it said (not the step's own title line)
-    assert all(line.startswith("    ... still working (0:0") and line.endswith("TASK [pcp : Install PCP]")
-               for line in beats), beats
+    assert all(re.fullmatch(r"    \.\.\. still working \(0:0\d\): TASK \[pcp : Install PCP\]", line) for line in beats), beats
     assert silent[-1].startswith("    done in ")
     assert sys.stderr is stderr                            # the watch ends with the step
 
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 1.0)
     with progress.step("Loading"):
-        for _ in range(8):
+        for _ in range(10):
             progress.info("default 00:01 830 req/s")
             time.sleep(0.2)
     assert "still working" not in capsys.readouterr().err
 
 
-def test_a_step_inside_a_step_keeps_one_heartbeat(capsys, monkeypatch):
+def test_a_step_inside_a_step_keeps_one_heartbeat_that_names_the_inner_one(capsys, monkeypatch):
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.4)
-    with progress.step("Outer"), progress.step("Inner"):
-        time.sleep(1.0)
+    with progress.step("Outer"):
+        progress.info("TASK [outer's task]")
+        with progress.step("Inner"):
+            time.sleep(1.0)
     printed = capsys.readouterr().err.splitlines()
     beats = [line for line in printed if "still working" in line]
-    # one watch: two beats in 1 s at most (0.4 s apart, checked every 0.5 s), each naming the inner step
-    assert 1 <= len(beats) <= 2 and all(line.endswith(": Inner") for line in beats), printed
+    # one watch: two beats in 1 s at most (0.4 s apart, checked every 0.5 s), each naming the inner step, not what
+    # the outer one said before it
+    assert 1 <= len(beats) <= 2 and all(line.endswith("): Inner") for line in beats), printed
+
+
+def test_a_step_that_fails_gives_stderr_back_and_a_beat_never_joins_an_unfinished_line(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.4)
+    stderr = sys.stderr
+    with pytest.raises(RuntimeError), progress.step("Building"):
+        print("\r    Maven: compile (0:01)", end="", file=sys.stderr, flush=True)     # a terminal's redraw
+        time.sleep(0.7)
+        raise RuntimeError("the build failed")
+    assert sys.stderr is stderr
+    printed = capsys.readouterr().err
+    assert "(0:01)\n    ... still working (0:00): Maven: compile (0:01)\n" in printed, printed
+    assert printed.rstrip().endswith("FAILED after 0.7 s: Building")
+
+
+def test_ctrl_c_deferred_by_the_main_thread_waits_while_other_threads_run(monkeypatch):
+    # The heartbeat is a second thread, and numpy's OpenBLAS starts its own: the kernel may give Ctrl-C to any of
+    # them, and Python runs the handler in the main thread; inside a block that defers it (cleanup that must
+    # finish) it must come after the block, as a KeyboardInterrupt.
+    import numpy  # noqa: F401  (its worker threads, as in the lab's process)
+    import os
+    import signal
+
+    from lab.interrupts import deferred
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.2)
+    finished = False
+    with pytest.raises(KeyboardInterrupt), progress.step("Loading"):
+        time.sleep(0.5)                                    # the heartbeat thread is running
+        with deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+            finished = True
+    assert finished

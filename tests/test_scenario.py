@@ -109,6 +109,9 @@ def test_options_override_the_scenario_and_its_model_decides_the_run(tmp_path, m
     (["capacity", "--threshold", "p99_ms_max=900"], "threshold p99_ms_max: a capacity run steps past each machine's "
                                                     "knee on purpose"),
     (["capacity", "--scenario", "g.yaml"], "threshold tuned.error_pct_max (in g.yaml): a capacity run steps past"),
+    # given again on the command line: named as typed there
+    (["capacity", "--scenario", "g.yaml", "--threshold", "tuned.error_pct_max=2"],
+     "threshold tuned.error_pct_max: a capacity run steps past"),
 ])
 def test_options_that_contradict_the_scenario_are_named(tmp_path, monkeypatch, argv, message):
     (tmp_path / "s.yaml").write_text("model: closed\n")

@@ -205,11 +205,14 @@ def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
         return _peak(pcp.get(times_key), values, start, end)
 
     def increase_of(times_key: str, key: str) -> float | None:
-        """A counter's increase over the knee step (the accept queue's overflows)."""
+        """A counter's increase over the knee step (the accept queue's overflows): from its last value before the
+        step to its last in it, never below 0 (a counter that restarted)."""
         values = next(iter((pcp.get(key) or {}).values()), None)
-        found = [v for t, v in zip(pcp.get(times_key) or [], values or [])
-                 if start <= t <= end and isinstance(v, (int, float))]
-        return max(found) - min(found) if len(found) > 1 else None
+        points = [(t, v) for t, v in zip(pcp.get(times_key) or [], values or []) if isinstance(v, (int, float))]
+        before = [v for t, v in points if t < start]
+        inside = [v for t, v in points if start <= t <= end]
+        first = before[-1] if before else inside[0] if inside else None
+        return max(0.0, inside[-1] - first) if inside and first is not None and (before or len(inside) > 1) else None
 
     pauses = [p for p in series.get("gc") or [] if isinstance(p.get("t"), (int, float)) and start <= p["t"] <= end]
     exits = [e for e in (events or {}).get("process_exits") or []

@@ -146,10 +146,13 @@ def _repeated(summary: dict) -> list[str]:
 
 def _capacity_interval(found: dict) -> str:
     """550 req/s (95% interval 500-600 req/s, 3 trials), from repeated.summarize's capacity of a machine."""
+    below = f"; {found['below_first_step']} missed the SLO from the first step, left out" \
+        if found.get("below_first_step") else ""
     if found.get("mean") is None:
-        return "none measured" + (f" ({found['lower_bounds']} trials gave only a lower bound)"
-                                  if found.get("lower_bounds") else "")
-    extra = f"; {found['lower_bounds']} more gave only a lower bound, left out" if found.get("lower_bounds") else ""
+        return "none measured" + (f" ({found['lower_bounds']} trials gave only a lower bound{below})"
+                                  if found.get("lower_bounds") else f" ({below[2:]})" if below else "")
+    extra = (f"; {found['lower_bounds']} more gave only a lower bound, left out" if found.get("lower_bounds") else "") \
+        + below
     if found.get("low") is None:
         return f"{found['mean']:.0f} req/s (one trial: no interval{extra})"
     return (f"{found['mean']:.0f} req/s (95% interval {found['low']:.0f}-{found['high']:.0f} req/s, "

@@ -113,18 +113,20 @@ def _comparison(summaries: list[dict]) -> list[dict]:
 
 def _capacity(summaries: list[dict], comparison: list[dict]) -> dict:
     """A repeated capacity run's capacities: each machine's over the trials, with its 95% interval (measured
-    capacities only: a lower bound is not a measurement), and each trial's as found, lower bounds included,
-    which thresholds read (a machine that met every step passes capacity_rps_min as in a single run)."""
+    capacities only: a lower bound is not a measurement), each trial's as found, and the figure capacity_rps_min
+    reads: the measured mean, or with no trial measured the smallest lower bound (as a single run's)."""
     row = next((r for r in comparison if r["key"] == "capacity_rps"), {})
     machines = {}
     for machine in MACHINES:
         found = [((s.get("machines") or {}).get(machine) or {}).get("capacity") or {} for s in summaries]
         measured = [f.get("capacity_rps") if f.get("found") else None for f in found]
-        as_found = [f.get("capacity_rps") for f in found if f.get("capacity_rps") is not None]
-        machines[machine] = {**stats.mean_interval(measured),
-                             "capacity_rps": mean(as_found) if as_found else None,
-                             "lower_bounds": sum(1 for f in found if f.get("capacity_rps") is not None
-                                                 and not f.get("found")),
+        bounds = [f["capacity_rps"] for f in found if f.get("capacity_rps") is not None and not f.get("found")]
+        interval = stats.mean_interval(measured)
+        machines[machine] = {**interval,
+                             "capacity_rps": interval["mean"] if interval["mean"] is not None else min(bounds, default=None),
+                             "lower_bounds": len(bounds),
+                             # a knee at the first step: below the lowest rate, no capacity to average
+                             "below_first_step": sum(1 for f in found if f.get("found") and f.get("capacity_rps") is None),
                              "per_trial": [{"capacity_rps": f.get("capacity_rps"), "found": bool(f.get("found")),
                                             "reached_max": bool(f.get("reached_max")), "knee_rps": f.get("knee_rps"),
                                             "broke": f.get("broke")} for f in found]}

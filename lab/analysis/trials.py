@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy
 
+from lab.analysis.numbers import mean
+
 RESAMPLES = 10_000
 CONFIDENCE = 0.95
 SEED = 20180101             # fixed: the same trials give the same interval
@@ -91,7 +93,7 @@ def mean_interval(values: list[float | None], confidence: float = CONFIDENCE, re
     """One machine's figure over the trials (a capacity): its mean, with a percentile bootstrap interval of the
     mean (None with fewer than 2 trials)."""
     data = [float(v) for v in values if v is not None]
-    result: dict = {"mean": round(sum(data) / len(data), 6) if data else None, "low": None, "high": None,
+    result: dict = {"mean": mean(data), "low": None, "high": None,
                     "trials": len(data), "confidence": confidence,
                     "method": f"percentile bootstrap of the mean over the trials, {resamples:,} resamples"}
     if len(data) < 2:
