@@ -126,9 +126,10 @@ def test_ctrl_c_deferred_by_the_main_thread_waits_while_other_threads_run(monkey
     # The heartbeat is a second thread, and numpy's OpenBLAS starts its own: the kernel may give Ctrl-C to any of
     # them, and Python runs the handler in the main thread; inside a block that defers it (cleanup that must
     # finish) it must come after the block, as a KeyboardInterrupt.
-    import numpy  # noqa: F401  (its worker threads, as in the lab's process)
     import os
     import signal
+
+    import numpy  # noqa: F401  (its worker threads, as in the lab's process)
 
     from lab.interrupts import deferred
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.2)
