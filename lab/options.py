@@ -14,10 +14,9 @@ from lab.load.abort import LIVE
 
 # Where the load comes from: JMeter on this host, or remote engines it drives (lab/load/engines.py).
 LOAD_FROM = ("here", "loadgen")
-
-
 # Thresholds on a figure over the whole load: refused for a capacity run (see experiment()).
 WHOLE_LOAD = ("error_pct_max", "p95_ms_max", "p99_ms_max", "throughput_rps_min")
+
 
 def _shared(options: argparse.ArgumentParser, defaults: bool) -> None:
     unset = None if defaults else argparse.SUPPRESS
@@ -185,20 +184,22 @@ def experiment(args: argparse.Namespace) -> Experiment:
         profile = _profile(args, base if isinstance(base, load.LoadProfile) else None)
     if model == "open" and _given(args, "--limits"):
         raise StepFailed("--limits: an open model has no fixed number of users to measure the host's limits at")
-    limits = {**(chosen.thresholds if chosen else {}), **_thresholds(args)}
+    typed = _thresholds(args)
+    limits = {**(chosen.thresholds if chosen else {}), **typed}
     closed_only = [name for name in limits if model == "closed" and name.rpartition(".")[2] == "capacity_rps_min"]
     if closed_only:
-        raise StepFailed(f"threshold {closed_only[0]}{_from(chosen, closed_only[0], args)}: a capacity is measured by ./start.sh capacity (an open model); "
-                         "this run has none, so the threshold could only fail")
+        raise StepFailed(f"threshold {closed_only[0]}{_from(chosen, closed_only[0], typed)}: a capacity is measured "
+                         "by ./start.sh capacity (an open model); this run has none, so the threshold could only fail")
     # A capacity run loads each machine past its knee on purpose: a figure over its whole load breaks by design.
     whole_load = [name for name in limits if model == "open" and name.rpartition(".")[2] in WHOLE_LOAD]
     if whole_load:
-        raise StepFailed(f"threshold {whole_load[0]}{_from(chosen, whole_load[0], args)}: a capacity run steps past each "
-                         "machine's knee on purpose, so a figure over its whole load breaks by design; the SLO "
+        raise StepFailed(f"threshold {whole_load[0]}{_from(chosen, whole_load[0], typed)}: a capacity run steps past "
+                         "each machine's knee on purpose, so a figure over its whole load breaks by design; the SLO "
                          "(--slo-p99, --slo-errors) is what each step must meet, and capacity_rps_min and ratio_min "
                          "gate the run")
-    repeat_source = f"--repeat {repeat}" if repeat else f"repeat: {chosen.repeat} (in {chosen.source})" \
-        if chosen and chosen.repeat else ""
+    repeat_source = f"--repeat {repeat}"
+    if not repeat and chosen and chosen.repeat:
+        repeat_source = f"repeat: {chosen.repeat} (in {chosen.source})"
     repeat = repeat or (chosen.repeat if chosen else None) or 1
     if _given(args, "--stop-on-fail"):
         _check_stop_on_fail(limits, repeat, repeat_source)
@@ -217,9 +218,9 @@ def _check_stop_on_fail(limits: dict[str, float], repeat: int, repeat_source: st
                          f"{', '.join(LIVE)}; give one with --threshold or in the scenario file)")
 
 
-def _from(chosen: scenario.Scenario | None, name: str, args: argparse.Namespace) -> str:
-    """Where a threshold was given, when it was not on the command line: ' (in FILE)'."""
-    return f" (in {chosen.source})" if chosen and name in chosen.thresholds and name not in _thresholds(args) else ""
+def _from(chosen: scenario.Scenario | None, name: str, typed: dict[str, float]) -> str:
+    """Where a threshold was given, when it was not on the command line (typed): ' (in FILE)'."""
+    return f" (in {chosen.source})" if chosen and name in chosen.thresholds and name not in typed else ""
 
 
 def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:

@@ -55,7 +55,8 @@ def check(summary: dict, thresholds: dict[str, float], lost: dict | None = None)
 
 
 def _capacity(summary: dict, machine: str) -> float | None:
-    """The machine's capacity as found, a lower bound included: a single run's, or a repeated run's mean."""
+    """The machine's capacity as found, a lower bound included: a single run's, or a repeated run's (the mean of
+    its measured trials; with none measured, the smallest lower bound: repeated._capacity)."""
     if summary.get("kind") == "repeated":
         return (((summary.get("capacity") or {}).get("machines") or {}).get(machine) or {}).get("capacity_rps")
     return (((summary.get("machines") or {}).get(machine) or {}).get("capacity") or {}).get("capacity_rps")

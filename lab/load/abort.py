@@ -48,7 +48,7 @@ class ThresholdWatch:
             if not found.get("broken"):
                 return None
             capacity = found.get("capacity_rps")
-            return (f"it missed the SLO at two steps in a row with a capacity of {capacity} req/s, below {limit:g}"
+            return (f"it passed its knee with a capacity of {capacity} req/s, below {limit:g}"
                     if capacity is not None and capacity < limit else
                     None if capacity is not None else "it missed the SLO from its first steps: no capacity")
         if float(found.get("elapsed_s") or 0) < self.ramp_s:

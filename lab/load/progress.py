@@ -121,7 +121,7 @@ class _MachineProgress:
                 "samples": self.samples, "requests_per_s": round(self.requests_per_s, 1),
                 "errors": self.errors, "error_rate": self.errors / self.samples if self.samples else 0.0,
                 "p95_ms": self.p95_ms, "active_threads": self.active_threads,
-                "broken": self.broken, "capacity_rps": self.watch.capacity_rps if self.broken else None}
+                "broken": self.broken, "capacity_rps": self.watch.capacity_rps if self.watch else None}
 
 
 # ------------------------------------------------------------------------------------------ progress
