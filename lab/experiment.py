@@ -69,8 +69,9 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
     if host_limits:
         lab_limits.check(backend, profile)
     if load_from == "loadgen" and not backend.has_engines:
-        raise StepFailed(f"--load-from loadgen: the {backend.name} backend has no remote JMeter engines (the local "
-                         "backend runs one in a namespace of its own)")
+        raise StepFailed(f"--load-from loadgen: the {backend.name} backend has no remote JMeter engines: its inventory "
+                         f"({backend.inventory}) has no loadgen group (ansible/inventories/ssh/hosts.example.yml shows "
+                         "one; the local backend runs its engine in a namespace of its own)")
     if host is not None and not a_a:
         aa.refuse_if_pending(host)
     if a_a:

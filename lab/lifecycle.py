@@ -8,9 +8,10 @@ from pathlib import Path
 from lab import knobs, provision, status
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
+from lab.load import engines, jmeter
 from lab.machines import MACHINES, choose
 from lab.machines.protocol import Backend
-from lab.paths import ANSIBLE_DIR, LOGS
+from lab.paths import ANSIBLE_DIR, LOGS, REPO
 from lab.progress import info, step
 
 
@@ -40,6 +41,9 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
     host.claim(backend.name, inventory)        # before anything exists: a half-made lab is this checkout's too
     with step(f"Creating the machines ({backend.name} backend)"):
         backend.up()
+    if backend.has_engines and only is None:
+        with step("Packing the lab's JMeter and its RMI key pair for the load generators"):
+            info(f"{jmeter.bundle().relative_to(REPO)}; {engines.rmi_properties().parent.relative_to(REPO)}")
     with step(f"Provisioning {'the ' + only + ' machine' if only else 'both machines'} with Ansible"):
         result = provision.run_playbook(backend.inventory, LOGS, limit=only)
         if result.returncode != 0:

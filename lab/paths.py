@@ -6,6 +6,7 @@ REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv"
 ANSIBLE_DIR = REPO / "ansible"
 PLAYBOOK = ANSIBLE_DIR / "site.yml"
+ENGINES_PLAYBOOK = ANSIBLE_DIR / "engines.yml"   # starts and stops the loadgen group's JMeter engines
 INVENTORIES = ANSIBLE_DIR / "inventories"
 JAR = REPO / "app" / "target" / "camel-tuning-lab-service.jar"
 SCENARIOS = REPO / "jmeter" / "scenarios"   # the shipped scenario files: --scenario NAME finds NAME.yaml here

@@ -1,6 +1,7 @@
 """Builds what the machines run and applies the Ansible playbook."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -43,16 +44,20 @@ class PlaybookResult:
 
 
 def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
-                 extra_vars: Path | None = None) -> PlaybookResult:
-    """Runs site.yml; prints each task as it starts, keeps the full output in a log file. extra_vars: a vars
-    file whose values win over every other (an A/A run gives the tuned machine the default one's knobs)."""
+                 extra_vars: Path | None = None, playbook: Path = PLAYBOOK,
+                 variables: dict | None = None) -> PlaybookResult:
+    """Runs site.yml (or another playbook of ansible/); prints each task as it starts, keeps the full output in
+    a log file. extra_vars: a vars file whose values win over every other (an A/A run gives the tuned machine
+    the default one's knobs); variables: the same, given here."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"ansible-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    command = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK)]
+    command = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
     if limit:
         command += ["--limit", limit]
     if extra_vars:
         command += ["--extra-vars", f"@{extra_vars}"]
+    if variables:
+        command += ["--extra-vars", json.dumps(variables)]
     env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
            "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '')}"}
     changed: dict[str, int] = {}

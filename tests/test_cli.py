@@ -108,7 +108,7 @@ def test_up_only_provisions_and_checks_that_machine(tmp_path: Path, monkeypatch,
     limits, observed = [], []
 
     class Backend:
-        name, inventory, emulation_note = "local", tmp_path / "hosts.yml", "a note"
+        name, inventory, emulation_note, has_engines = "local", tmp_path / "hosts.yml", "a note", False
 
         def up(self) -> None:
             pass
@@ -121,6 +121,27 @@ def test_up_only_provisions_and_checks_that_machine(tmp_path: Path, monkeypatch,
     lifecycle.up(Backend(), None, host, only="tuned")
     assert (limits, observed) == (["tuned"], ["tuned"])
     assert f"changed: tuned 0; full log: {tmp_path / 'ansible.log'}" in capsys.readouterr().err
+
+
+def test_up_packs_jmeter_and_its_key_for_the_load_generators_before_provisioning(tmp_path: Path, monkeypatch) -> None:
+    # The jmeter_engine role copies both from this host: a loadgen group's provisioning needs them first.
+    from lab import provision, status
+    done = []
+
+    class Backend:
+        name, inventory, emulation_note, has_engines = "ssh", tmp_path / "hosts.yml", "a note", True
+
+        def up(self) -> None:
+            pass
+    monkeypatch.setattr(lifecycle, "check_knobs", lambda: None)
+    monkeypatch.setattr(provision, "build_service", lambda: None)
+    monkeypatch.setattr(lifecycle.jmeter, "bundle", lambda: done.append("bundle") or REPO / "bundle.tar")
+    monkeypatch.setattr(lifecycle.engines, "rmi_properties", lambda: done.append("key") or REPO / "rmi" / "p")
+    monkeypatch.setattr(provision, "run_playbook", lambda inventory, logs, limit=None: done.append("playbook") or
+                        provision.PlaybookResult(0, {}, {}, tmp_path / "ansible.log"))
+    monkeypatch.setattr(status, "observe", lambda backend, name: {"url": f"http://{name}", "http_status": 200})
+    lifecycle.up(Backend(), None, _host(tmp_path))
+    assert done == ["bundle", "key", "playbook"]
 
 
 @pytest.mark.parametrize("command", [[], ["up"], ["run"], ["capacity"], ["compare"], ["status"], ["down"]])

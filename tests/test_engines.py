@@ -74,12 +74,18 @@ def test_the_rmi_keystore_is_made_once_and_only_root_reads_it(tmp_path: Path) ->
     properties = lab_engines.rmi_properties(tmp_path / "rmi")
     keystore = tmp_path / "rmi" / lab_engines.KEYSTORE
     settings = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line)
-    assert settings["server.rmi.ssl.disable"] == "false" and settings["server.rmi.ssl.keystore.file"] == str(keystore)
+    # the keystore named without a folder: each side loads it at the path the other names, so client and
+    # engines run in a folder that holds it
+    assert settings["server.rmi.ssl.disable"] == "false" and settings["server.rmi.ssl.keystore.file"] == keystore.name
+    assert keystore.parent == properties.parent
     assert len(settings["server.rmi.ssl.keystore.password"]) == 32
     assert stat.S_IMODE(properties.stat().st_mode) == stat.S_IMODE(keystore.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "rmi").stat().st_mode) == 0o700
-    made = keystore.read_bytes()
+    made, written = keystore.read_bytes(), properties.read_text()
     assert lab_engines.rmi_properties(tmp_path / "rmi") == properties and keystore.read_bytes() == made
+    # an earlier lab's properties (the keystore by its full path) are written again, key and password kept
+    properties.write_text(written.replace(f"file={keystore.name}", f"file={keystore}"))
+    assert lab_engines.rmi_properties(tmp_path / "rmi").read_text() == written and keystore.read_bytes() == made
 
 
 def start_engine(processes: list[Process], folder: Path, properties: Path) -> str:
@@ -88,7 +94,7 @@ def start_engine(processes: list[Process], folder: Path, properties: Path) -> st
     jar = runtime_jar()
     command = launch(java_executable(), jar, *lab_engines.engine_arguments("127.0.0.1", properties,
                                                                           folder / "engine.log", port, object_port))
-    engine = spawn(processes, "engine", command, folder, cwd=jar.parent)
+    engine = spawn(processes, "engine", command, folder, cwd=properties.parent)   # the keystore's folder
     lab_engines.wait_until_listening("127.0.0.1", port, lambda: engine.popen.poll() is None, 90)
     return f"127.0.0.1:{port}"
 
@@ -131,6 +137,9 @@ def test_an_engine_refuses_a_client_without_the_labs_key(processes, tmp_path: Pa
     trusting = dict(line.split("=", 1) for line in lab_key.read_text().splitlines() if "=" in line)
     for key in ("truststore.file", "truststore.password", "truststore.type"):
         own[f"server.rmi.ssl.{key}"] = trusting[f"server.rmi.ssl.{key}"]
+    # each by its full path: the stranger's client runs where neither keystore is
+    own["server.rmi.ssl.keystore.file"] = str(tmp_path / "another-key" / lab_engines.KEYSTORE)
+    own["server.rmi.ssl.truststore.file"] = str(tmp_path / "rmi" / lab_engines.KEYSTORE)
     stranger_properties = tmp_path / "stranger.properties"
     stranger_properties.write_text("".join(f"{key}={value}\n" for key, value in own.items()))
     stranger = lab_engines.Engines(hosts=(host,), client_host="127.0.0.1", where="test",
@@ -139,3 +148,34 @@ def test_an_engine_refuses_a_client_without_the_labs_key(processes, tmp_path: Pa
         load.run({"default": f"http://127.0.0.1:{port}"}, load.LoadProfile(users=1, ramp_s=0, duration_s=5),
                  tmp_path / "run", path="/data", engines=stranger)
     assert "Starting ThreadGroup" not in (tmp_path / "engine" / "engine.log").read_text()
+
+
+@pytest.mark.fast
+def test_the_loadgen_group_is_read_with_its_child_groups_and_an_inventory_without_one_is_refused(tmp_path) -> None:
+    from lab.errors import StepFailed
+    from lab.machines import remote_engines
+    listing = {"loadgen": {"hosts": ["gen1"], "children": ["rack2"]}, "rack2": {"hosts": ["gen2", "gen1"]},
+               "lab_machines": {"hosts": ["default", "tuned"]}}
+    assert remote_engines.group_hosts(listing) == ("gen1", "gen2")
+    assert remote_engines.group_hosts({"lab_machines": {"hosts": ["default"]}}) == ()
+    with pytest.raises(StepFailed, match=f"{tmp_path / 'hosts.yml'} has no loadgen group"), \
+            remote_engines.engines(tmp_path / "hosts.yml", (), [], tmp_path / "engine.log", lambda *a: None):
+        pytest.fail("no engine without a loadgen group")
+    # the engines call back this host's own address toward them
+    assert remote_engines.source_address("127.0.0.1") == "127.0.0.1"
+
+
+def test_jmeter_is_packed_for_the_engines_once_and_the_same_bytes_each_time(tmp_path: Path) -> None:
+    import tarfile
+
+    from lab.load import jmeter
+    bundle = jmeter.bundle()
+    made = bundle.read_bytes()
+    with tarfile.open(bundle) as packed:
+        names = packed.getnames()
+        launcher = packed.getmember("jmeter/bin/ApacheJMeter.jar")     # the name the role starts
+        assert launcher.size == runtime_jar().stat().st_size and (launcher.uid, launcher.uname) == (0, "root")
+    assert all(name.startswith("jmeter/") and not name.endswith(".log") for name in names)
+    assert jmeter.bundle().read_bytes() == made                        # not packed again
+    bundle.unlink()
+    assert jmeter.bundle().read_bytes() == made                        # packed again, byte for byte

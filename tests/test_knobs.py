@@ -37,17 +37,17 @@ def test_a_misspelled_knob_is_named_with_the_intended_one(ansible_copy):
 
 
 def test_group_vars_and_folders_of_vars_files_are_read_too(ansible_copy):
-    (ansible_copy / "group_vars" / "all.yml").write_text(
-        (ansible_copy / "group_vars" / "all.yml").read_text() + "lab_servce_path: /x\nzzz_unrelated: !unsafe '{{ x }}'\n")
+    (ansible_copy / "group_vars" / "lab_machines.yml").write_text(
+        (ansible_copy / "group_vars" / "lab_machines.yml").read_text() + "lab_servce_path: /x\nzzz_unrelated: !unsafe '{{ x }}'\n")
     (ansible_copy / "host_vars" / "default").mkdir()
     (ansible_copy / "host_vars" / "default" / "extra.yml").write_text("ansible_user: me\ncamel_app_max_threads: 3\n")
     assert unknown_knobs(ansible_copy) == [
         UnknownKnob(Path("ansible/host_vars/default/extra.yml"), "camel_app_max_threads", "camel_app_tomcat_max_threads"),
-        UnknownKnob(Path("ansible/group_vars/all.yml"), "lab_servce_path", "lab_service_path"),
-        UnknownKnob(Path("ansible/group_vars/all.yml"), "zzz_unrelated", None),
+        UnknownKnob(Path("ansible/group_vars/lab_machines.yml"), "lab_servce_path", "lab_service_path"),
+        UnknownKnob(Path("ansible/group_vars/lab_machines.yml"), "zzz_unrelated", None),
     ]
     assert describe(unknown_knobs(ansible_copy)).splitlines()[2] == (
-        "ansible/group_vars/all.yml: zzz_unrelated is not a variable of any role")
+        "ansible/group_vars/lab_machines.yml: zzz_unrelated is not a variable of any role")
 
 
 def test_the_runs_knobs_are_rendered_and_secrets_never_shown(ansible_copy):

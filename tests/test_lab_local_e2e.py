@@ -3,9 +3,11 @@ reached through their HTTPD, observed, provisioned again with nothing to change,
 from __future__ import annotations
 
 import csv
+import dataclasses
 import http.client
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -15,15 +17,17 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO, eventually, http_get, wait_for
 
 sys.path.insert(0, str(REPO))
-from lab import evidence, placement, provision  # noqa: E402
+from lab import evidence, load, placement, provision  # noqa: E402
 from lab import limits as lab_limits  # noqa: E402
 from lab.analysis.headline import headline  # noqa: E402
 from lab.analysis.pcp import pmrep_csv, role_of  # noqa: E402
@@ -709,6 +713,74 @@ def test_fetching_over_ansible_brings_the_machines_files(status, tmp_path):
         assert pulled.problem == "not copied, a link or not a plain file: app/gc/gc.log.planted"
     finally:
         planted.unlink()
+
+
+@pytest.fixture
+def engine_host(status, tmp_path) -> Iterator[tuple[Path, local.Machine]]:
+    """A load generator as an ssh inventory's loadgen group names one, here on this host's loopback, reached with
+    Ansible's local connection as the local inventory's machines are: its own lab home, and as its init (what
+    systemd is on a real host) a supervisord of its own."""
+    from lab.machines.local.lifecycle import supervisord_conf_text
+    host = local.Machine("sshgen", 9, LOCAL_ROOT / "test-ssh-engine")
+    shutil.rmtree(host.root, ignore_errors=True)
+    host.supervisor_include_dir.mkdir(parents=True)
+    host.log_dir.mkdir()
+    host.supervisord_conf.write_text(supervisord_conf_text(host))
+    subprocess.run(["supervisord", "-c", str(host.supervisord_conf)], check=True, timeout=30)     # it daemonizes
+    machines = yaml.safe_load(LocalBackend.inventory.read_text())
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({**machines, "loadgen": {"hosts": {"engine1": {
+        "ansible_host": "127.0.0.1", "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}", "lab_service_manager": "supervisord",
+        "lab_home": str(host.root)}}}}))
+    try:
+        yield inventory, host
+    finally:
+        subprocess.run(["supervisorctl", "-c", str(host.supervisord_conf), "shutdown"], capture_output=True, timeout=60)
+        shutil.rmtree(host.root, ignore_errors=True)
+
+
+def test_a_loadgen_groups_engine_is_provisioned_by_its_role_and_loads_both_machines(engine_host, status, tmp_path):
+    # The ssh and Vagrant backends' load generators: the jmeter_engine role provisions the host (the lab's JMeter
+    # and RMI key pair copied from here), engines.yml starts a fresh engine for one load and stops it after, the
+    # client here drives it over RMI with TLS and the samples come back one file per machine.
+    from lab.load import engines as lab_engines
+    from lab.load import jmeter
+    inventory, host = engine_host
+    jmeter.bundle()
+    lab_engines.rmi_properties()
+    first = provision.run_playbook(inventory, tmp_path, limit="loadgen")
+    assert first.returncode == 0, _tail(first.log, 40)
+    again = provision.run_playbook(inventory, tmp_path, limit="loadgen")
+    assert again.returncode == 0 and again.changed == {"engine1": 0}, _tail(again.log, 60)
+
+    def engine_state() -> str:
+        return subprocess.run(["supervisorctl", "-c", str(host.supervisord_conf), "status", "jmeter-engine"],
+                              capture_output=True, text=True, timeout=60).stdout
+
+    assert "STOPPED" in engine_state()             # declared, not started: the lab starts it for a load
+    backend = SshBackend(inventory)
+    assert backend.engine_hosts == ("engine1",) and backend.has_engines
+    targets = {name: status["machines"][name]["url"] for name in ("default", "tuned")}
+    out = tmp_path / "jmeter"
+    log = out / "engine" / "engine.log"
+    profile = dataclasses.replace(load.QUICK, users=2, ramp_s=2, duration_s=15)
+    reached = [urllib.parse.urlsplit(url) for url in targets.values()]
+    with backend.engines([(url.hostname, url.port or 80) for url in reached], log, out / "engine" / "engine.out"
+                         ) as engines:
+        assert "RUNNING" in engine_state()
+        result = load.run(targets, profile, out, "parallel", path=reached[0].path, engines=engines)
+    assert engines.hosts == ("127.0.0.1:1099",) and engines.client_host == "127.0.0.1"
+    assert "inventory's loadgen group: engine1 (127.0.0.1)" in engines.where
+    for machine in ("default", "tuned"):
+        with result.results[machine].open(newline="") as stream:
+            rows = list(csv.DictReader(stream))
+        assert rows and {row["responseCode"] for row in rows} == {"200"}, machine
+        assert {row["threadName"].rsplit(" ", 1)[0] for row in rows} == {f"127.0.0.1:1099-{machine}"}
+    assert "STOPPED" in engine_state()             # stopped with the load
+    # its log came back beside the run's, written by the service account
+    assert "Starting ThreadGroup" in (log.parent / "engine1" / "jmeter-engine" / "work" / "jmeter-engine.log").read_text()
+    assert (host.root / "jmeter-engine" / "work" / "jmeter-engine.log").stat().st_uid == pwd.getpwnam(LAB_USER).pw_uid
 
 
 def test_several_reads_go_through_ansibles_command_module_in_one_command(status):

@@ -19,7 +19,7 @@ from lab.machines import MACHINES, choose  # noqa: E402
 from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_states  # noqa: E402
 
 VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL",
-                    "LAB_VAGRANT_MEMORY_MB")
+                    "LAB_VAGRANT_MEMORY_MB", "LAB_VAGRANT_LOADGEN")
 
 
 def vagrant(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -31,7 +31,8 @@ def vagrant(*args: str, **env: str) -> subprocess.CompletedProcess:
 def vagrantfile_settings(**env: str) -> dict:
     """The Vagrantfile's own constants, read by Ruby with Vagrant.configure stubbed out."""
     script = ('require "json"; module Vagrant; def self.configure(*); end; end; load "Vagrantfile"; '
-              'puts JSON.dump({box: BOX, memory: MEMORY_MB, cpus: CPUS, machines: MACHINES})')
+              'puts JSON.dump({box: BOX, memory: MEMORY_MB, cpus: CPUS, machines: MACHINES, vms: VMS, '
+              'inventory: INVENTORY})')
     clean = {k: v for k, v in os.environ.items() if k not in VAGRANT_ENV_KEYS}
     result = subprocess.run(["ruby", "-e", script], cwd=REPO, capture_output=True, text=True, timeout=60,
                             env={**clean, **env})
@@ -40,7 +41,7 @@ def vagrantfile_settings(**env: str) -> dict:
 
 
 @pytest.mark.parametrize("env", [{}, {"LAB_LIBVIRT_DRIVER": "qemu", "LAB_LIBVIRT_CPU_MODEL": "qemu64",
-                                      "LAB_VAGRANT_BOX": "camel-tuning-lab/debian-12"}])
+                                      "LAB_VAGRANT_BOX": "camel-tuning-lab/debian-12"}, {"LAB_VAGRANT_LOADGEN": "1"}])
 def test_vagrant_validates_the_vagrantfile(env):
     result = vagrant("validate", **env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -66,6 +67,22 @@ def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
     hostvars = json.loads(inventory.stdout)["_meta"]["hostvars"]
     assert settings["machines"] == {name: hostvars[name]["ansible_host"] for name in MACHINES}
     assert {hostvars[name]["lab_service_manager"] for name in MACHINES} == {"systemd"}
+
+
+def test_the_load_generators_vm_is_the_vagrantfiles_third_with_loadgen_set_and_the_inventorys_loadgen(monkeypatch):
+    monkeypatch.delenv("LAB_VAGRANT_LOADGEN", raising=False)
+    plain = vagrantfile_settings()
+    assert plain["vms"] == plain["machines"] and not VagrantBackend().has_engines
+    settings = vagrantfile_settings(LAB_VAGRANT_LOADGEN="1")
+    extra = {name: address for name, address in settings["vms"].items() if name not in MACHINES}
+    monkeypatch.setenv("LAB_VAGRANT_LOADGEN", "1")
+    backend = VagrantBackend()
+    # The lab and the Vagrantfile's provisioner use the same inventory, whose loadgen group is the third VM
+    assert backend.inventory == REPO / settings["inventory"]
+    assert backend.engine_hosts == tuple(extra) == ("loadgen1",) and backend.has_engines
+    assert backend.address("loadgen1") == extra["loadgen1"]
+    assert backend.hostvars["loadgen1"]["ansible_user"] == "vagrant"    # the machines' SSH settings reach it too
+    assert "a load generator's VM" in backend.emulation_note
 
 
 def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):

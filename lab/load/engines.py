@@ -8,6 +8,7 @@ load-generator namespace and cgroup of its own (lab/machines/local/loadgen.py)."
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -17,14 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.load.profile import LoadError
+from lab.machines.manifest import role_default
 from lab.paths import REPO
 
 SECRETS = REPO / ".cache" / "secrets" / "jmeter-rmi"
 KEYSTORE = "rmi_keystore.p12"
 RMI_PROPERTIES = "rmi.properties"
 KEY_ALIAS = "rmi"
-ENGINE_PORT = 1099          # each engine's RMI registry (JMeter's default server_port)
-ENGINE_OBJECT_PORT = 1100   # and the port of the engine object it hands out (fixed, so a firewall can allow it)
+# Each engine's RMI registry and the engine object it hands out (fixed, so a firewall can allow them): the
+# jmeter_engine role's, whose engines on other hosts listen on them too.
+ENGINE_PORT = int(role_default("jmeter_engine", "jmeter_engine_port"))
+ENGINE_OBJECT_PORT = int(role_default("jmeter_engine", "jmeter_engine_object_port"))
 KEYTOOL_TIMEOUT_S = 120
 
 
@@ -37,6 +41,11 @@ class Engines:
     where: str                              # one sentence for run.json and the report
     pids: tuple[int, ...] = field(default=())   # engines running on this host: their CPU is sampled
 
+    @property
+    def folder(self) -> Path:
+        """Where the client runs: the folder of the keystore its rmi.properties names without a folder."""
+        return self.rmi_properties.parent
+
     def as_json(self) -> dict:
         return {"engines": list(self.hosts), "client": self.client_host, "where": self.where}
 
@@ -44,11 +53,39 @@ class Engines:
 def rmi_properties(folder: Path = SECRETS, keytool: str | None = None) -> Path:
     """The properties file that makes JMeter's RMI use TLS with the lab's key pair (client and engines
     present the same certificate and trust only it), made once: a PKCS12 keystore from keytool with a random
-    password, both readable by root only."""
+    password, both readable by root only.
+
+    The keystore is named without a folder: each side of JMeter's RMI loads the keystore at the path the
+    other side's socket factory names, so client and engines run in a folder that holds it (Engines.folder,
+    the jmeter_engine role's home)."""
     properties = folder / RMI_PROPERTIES
     keystore = folder / KEYSTORE
-    if properties.is_file() and keystore.is_file():
-        return properties
+    password = _password(properties) if keystore.is_file() else None
+    if password is None:
+        password = _new_keystore(folder, keystore, keytool)
+    text = "".join(f"server.rmi.ssl.{key}={value}\n" for key, value in (
+        ("disable", "false"), ("keystore.type", "PKCS12"), ("keystore.file", KEYSTORE),
+        ("keystore.password", password), ("keystore.alias", KEY_ALIAS), ("truststore.type", "PKCS12"),
+        ("truststore.file", KEYSTORE), ("truststore.password", password)))
+    text = "# JMeter's RMI over TLS for the lab's remote engines (lab/load/engines.py). Secret.\n" + text
+    if not properties.is_file() or properties.read_text() != text:
+        descriptor = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as stream:
+            stream.write(text)
+    return properties
+
+
+def _password(properties: Path) -> str | None:
+    """The keystore's password as an earlier rmi_properties() wrote it, None if there is none."""
+    try:
+        found = re.search(r"^server\.rmi\.ssl\.keystore\.password=(\S+)$", properties.read_text(), re.M)
+    except OSError:
+        return None
+    return found[1] if found else None
+
+
+def _new_keystore(folder: Path, keystore: Path, keytool: str | None) -> str:
+    """A new key pair in keystore (mode 0600, folder 0700), with a random password, which it returns."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     password = secrets.token_hex(16)
@@ -64,14 +101,7 @@ def rmi_properties(folder: Path = SECRETS, keytool: str | None = None) -> Path:
         raise LoadError(f"making JMeter's RMI keystore failed (keytool exit {done.returncode}): "
                         f"{(done.stderr or done.stdout).strip()[:300]}")
     os.chmod(keystore, 0o600)
-    text = "".join(f"server.rmi.ssl.{key}={value}\n" for key, value in (
-        ("disable", "false"), ("keystore.type", "PKCS12"), ("keystore.file", keystore),
-        ("keystore.password", password), ("keystore.alias", KEY_ALIAS), ("truststore.type", "PKCS12"),
-        ("truststore.file", keystore), ("truststore.password", password)))
-    descriptor = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as stream:
-        stream.write("# JMeter's RMI over TLS for the lab's remote engines (lab/load/engines.py). Secret.\n" + text)
-    return properties
+    return password
 
 
 def _keytool() -> str:

@@ -10,11 +10,13 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from lab.load.profile import LoadError
+from lab.machines.manifest import role_default
 from lab.paths import REPO
 from lab.progress import run_logged
 
@@ -24,14 +26,16 @@ PLAN = JMETER_DIR / "camel-tuning-lab.jmx"
 TARGET = JMETER_DIR / "target"
 PLUGIN_CONFIG = TARGET / "config.json"          # written by the plugin's configure goal
 STAMP = TARGET / "lab-assembled.sha256"         # pom.xml hash of the assembled JMeter
+BUNDLE = TARGET / "jmeter-engine.tar"           # it, packed for the engines on other hosts (roles/jmeter_engine)
 PREPARE_LOG = TARGET / "prepare.log"
 LOCK = JMETER_DIR / ".prepare.lock"
 MVNW = REPO / "mvnw"
 CONFIGURE_GOAL = "jmeter:configure@configuration"
 
 
-# Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start.
-JVM_ARGS = ["-Xms256m", "-Xmx1g", "-XX:MaxMetaspaceSize=256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=100"]
+# Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start: the same for
+# this host's JMeter and the engines on other hosts (the jmeter_engine role's).
+JVM_ARGS = [str(option) for option in role_default("jmeter_engine", "jmeter_engine_java_options")]
 
 
 def java_executable() -> str:
@@ -154,6 +158,33 @@ def runtime_jar() -> Path:
     if home is None:
         raise LoadError("JMeter is not assembled: prepare() failed")
     return _runtime_jar(home)
+
+
+def bundle() -> Path:
+    """The assembled JMeter packed for remote engines (ansible/roles/jmeter_engine): one tar whose top folder is
+    jmeter/, the launcher jar as bin/ApacheJMeter.jar (the name the role starts). Packed once per assembly and
+    the same bytes each time (sorted, owned by root, the files' own times), so provisioning copies it again
+    only when JMeter changed."""
+    jar = runtime_jar()
+    home = jar.parent.parent
+    if BUNDLE.is_file() and BUNDLE.stat().st_mtime >= STAMP.stat().st_mtime:
+        return BUNDLE
+    partial = BUNDLE.with_suffix(".partial")
+    with tarfile.open(partial, "w", format=tarfile.GNU_FORMAT) as packed:
+        for path in sorted(home.rglob("*")):
+            if path.is_symlink() or path.suffix == ".log" or not (path.is_file() or path.is_dir()):
+                continue        # a run's log, or anything but a plain file or folder
+            name = "jmeter/" + ("bin/ApacheJMeter.jar" if path == jar else path.relative_to(home).as_posix())
+            member = packed.gettarinfo(path, name)
+            member.uid = member.gid = 0
+            member.uname = member.gname = "root"
+            if member.isfile():
+                with path.open("rb") as content:
+                    packed.addfile(member, content)
+            else:
+                packed.addfile(member)
+    partial.replace(BUNDLE)
+    return BUNDLE
 
 
 def command_line(args: list[str], properties: dict[str, str]) -> list[str]:

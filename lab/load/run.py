@@ -244,7 +244,9 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
     stopped = False
     try:
         with out.out.open("a") as stream:
-            popen = subprocess.Popen(command, cwd=jar.parent, stdout=stream, stderr=subprocess.STDOUT,
+            # With engines, in the keystore's folder: rmi.properties names it without one (lab/load/engines.py)
+            popen = subprocess.Popen(command, cwd=generator.engines.folder if generator.engines else jar.parent,
+                                     stdout=stream, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         sampler.sample((popen.pid, *generator.pids), force=True)
         now = time.monotonic()

@@ -7,13 +7,12 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from lab.errors import StepFailed
 from lab.load.engines import Engines
-from lab.machines import MACHINES, manifest
+from lab.machines import MACHINES, manifest, remote_engines
 from lab.machines.protocol import Pulled, unpack_plain_files
 from lab.paths import ANSIBLE_DIR, INVENTORIES, VENV
 
@@ -22,27 +21,33 @@ class SshBackend:
     """Real hosts named default and tuned in an Ansible inventory; commands go through Ansible."""
 
     name = "ssh"
-    has_engines = False
     service_manager = "systemd"
     emulation_note = "ssh backend: two real hosts"
 
     def __init__(self, inventory: Path) -> None:
-        if not inventory.is_file():
+        if not inventory.exists():
             raise StepFailed(f"--inventory {inventory}: no such file (start from "
                              f"{INVENTORIES / 'ssh' / 'hosts.example.yml'})")
         self.inventory = inventory
-        self.hostvars = self._hostvars()
+        listing = self._listing()
+        self.hostvars = listing.get("_meta", {}).get("hostvars", {})
+        self.engine_hosts = remote_engines.group_hosts(listing)
         missing = [m for m in MACHINES if m not in self.hostvars]
         if missing:
             raise StepFailed(f"{inventory}: the inventory must define hosts named {', '.join(MACHINES)} "
                              f"(missing: {', '.join(missing)})")
 
-    def _hostvars(self) -> dict:
+    @property
+    def has_engines(self) -> bool:
+        """Whether the inventory names load generators (its loadgen group)."""
+        return bool(self.engine_hosts)
+
+    def _listing(self) -> dict:
         result = subprocess.run([str(VENV / "bin" / "ansible-inventory"), "-i", str(self.inventory), "--list"],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise StepFailed(f"{self.inventory}: ansible-inventory failed: {result.stderr.strip()}")
-        return json.loads(result.stdout).get("_meta", {}).get("hostvars", {})
+        return json.loads(result.stdout)
 
     def up(self) -> None:
         pass  # the hosts exist already
@@ -121,10 +126,10 @@ class SshBackend:
         kills = re.search(r"^oom_kill (\d+)$", vmstat, re.M)
         return {"oom_kills": int(kills[1]) if kills else None, "peak_memory_bytes": None}
 
-    @contextmanager
-    def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> Iterator[Engines]:
-        raise StepFailed(f"the {self.name} backend has no remote JMeter engines yet")
-        yield                   # a context manager, as the protocol's
+    def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> AbstractContextManager[Engines]:
+        """The JMeter engines of the inventory's loadgen group (lab/machines/remote_engines.py); their logs are
+        pulled beside log."""
+        return remote_engines.engines(self.inventory, self.engine_hosts, targets, log, self.pull)
 
     def network_prefix(self, name: str) -> list[str] | None:
         return None     # the machine's loopback is reached from inside it only

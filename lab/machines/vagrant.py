@@ -23,6 +23,8 @@ class VagrantBackend(SshBackend):
         # The Vagrantfile sizes the VMs from the same variable, with the same default.
         memory_mb = os.environ.get("LAB_VAGRANT_MEMORY_MB", "512")
         note = f"vagrant backend: two VMs with {memory_mb} MiB and 2 vCPUs each"
+        if self.engine_hosts:
+            note += ", and a load generator's VM (LAB_VAGRANT_LOADGEN)"
         if self.emulated:
             # Every instruction emulated: figures many times slower than on hardware, and not its proportions.
             note += (", under QEMU's software emulation (no KVM): the figures are far below what the same "
@@ -38,7 +40,7 @@ class VagrantBackend(SshBackend):
         if not shutil.which("vagrant"):
             raise StepFailed("--backend vagrant: 'vagrant' not found; install Vagrant with VirtualBox or "
                              "vagrant-libvirt (Debian: apt-get install vagrant vagrant-libvirt)")
-        super().__init__(INVENTORIES / "vagrant" / "hosts.yml")
+        super().__init__(vagrant_inventory())
         self._states: dict[str, str] = {}
         self._states_read_at = float("-inf")
 
@@ -70,6 +72,14 @@ class VagrantBackend(SshBackend):
             self._states = vagrant_states(self._vagrant("status", "--machine-readable", timeout=120).stdout)
             self._states_read_at = time.monotonic()
         return self._states.get(name) == "running"
+
+
+def vagrant_inventory() -> Path:
+    """The Vagrantfile's VMs as an inventory: the two machines, and with LAB_VAGRANT_LOADGEN=1 the load
+    generator's VM too (the Vagrantfile picks the same)."""
+    if os.environ.get("LAB_VAGRANT_LOADGEN") == "1":
+        return INVENTORIES / "vagrant-loadgen"
+    return INVENTORIES / "vagrant" / "hosts.yml"
 
 
 def vagrant_states(machine_readable: str) -> dict[str, str]:

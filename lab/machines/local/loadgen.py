@@ -123,7 +123,9 @@ def engine(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, i
         log.parent.mkdir(parents=True, exist_ok=True)
         command = launch(java, jar, *engine_arguments(loadgen.address, properties, log))
         with out.open("w") as sink:
-            popen = subprocess.Popen(_launcher(loadgen, cgroup, command), cwd=jar.parent, stdin=subprocess.DEVNULL,
+            # In the keystore's folder, which rmi.properties names the keystore in (lab/load/engines.py)
+            popen = subprocess.Popen(_launcher(loadgen, cgroup, command), cwd=properties.parent,
+                                     stdin=subprocess.DEVNULL,
                                      stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
                                      env=dict(MACHINE_ENV))
         try:

@@ -1,0 +1,86 @@
+"""The ssh and Vagrant backends' load generators: the hosts of the inventory's loadgen group, each with a
+JMeter engine (jmeter-server) the jmeter_engine role provisioned, started fresh for one load run and
+stopped after it by ansible/engines.yml, which writes where each listens (.cache/manifests/engines/)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lab import provision
+from lab.errors import StepFailed
+from lab.interrupts import deferred
+from lab.load.engines import Engines, rmi_properties
+from lab.machines.manifest import MANIFESTS
+from lab.machines.protocol import Pulled
+from lab.paths import ENGINES_PLAYBOOK
+
+ENGINE_MANIFESTS = MANIFESTS / "engines"
+GROUP = "loadgen"
+
+
+def group_hosts(listing: dict, group: str = GROUP) -> tuple[str, ...]:
+    """The hosts of a group in `ansible-inventory --list`'s answer, its child groups' included, in order."""
+    found: list[str] = []
+    pending = [group]
+    while pending:
+        entry = listing.get(pending.pop(0), {})
+        found += [host for host in entry.get("hosts", []) if host not in found]
+        pending += entry.get("children", [])
+    return tuple(found)
+
+
+def source_address(address: str) -> str:
+    """This host's own address toward address (what the engines there call back), from the routing table."""
+    try:
+        route = subprocess.run(["ip", "-o", "route", "get", address], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise StepFailed(f"cannot tell this host's address toward the engine {address}: {error}") from error
+    found = re.search(r"\bsrc (\S+)", route.stdout)
+    if route.returncode != 0 or not found:
+        raise StepFailed(f"cannot tell this host's address toward the engine {address} (ip route get: "
+                         f"{(route.stderr or route.stdout).strip()}): set jmeter_engine_client_address in the inventory")
+    return found[1]
+
+
+def _engine_playbook(inventory: Path, state: str, targets: list[tuple[str, int]], log_dir: Path) -> None:
+    result = provision.run_playbook(inventory, log_dir, playbook=ENGINES_PLAYBOOK,
+                                    variables={"jmeter_engine_state": state,
+                                               "jmeter_engine_targets": [f"{host}:{port}" for host, port in targets]})
+    if result.returncode != 0:
+        failures = [line.strip() for line in result.log.read_text(errors="replace").splitlines()
+                    if line.startswith(("fatal:", "failed:", "ERROR!", "[ERROR]"))]
+        raise StepFailed(f"ansible-playbook engines.yml ({state}) failed (exit {result.returncode}): "
+                         f"{' | '.join(failures[-3:])[:1500]}\n    full log: {result.log}")
+
+
+@contextmanager
+def engines(inventory: Path, hosts: tuple[str, ...], targets: list[tuple[str, int]], log: Path,
+            pull: Callable[[str, list[str], Path], Pulled]) -> Iterator[Engines]:
+    """The loadgen group's engines running until the block ends; then stopped, and each one's log pulled
+    beside log (<host>/...)."""
+    if not hosts:
+        raise StepFailed(f"--load-from loadgen: {inventory} has no {GROUP} group; name the hosts that run the "
+                         "JMeter engines there (ansible/inventories/ssh/hosts.example.yml shows how)")
+    properties = rmi_properties()
+    shutil.rmtree(ENGINE_MANIFESTS, ignore_errors=True)
+    found: list[dict] = []
+    try:
+        _engine_playbook(inventory, "started", targets, log.parent)
+        found = [json.loads((ENGINE_MANIFESTS / f"{host}.json").read_text()) for host in hosts]
+        client = found[0]["client_address"] or source_address(found[0]["address"])
+        yield Engines(hosts=tuple(f"{engine['address']}:{engine['port']}" for engine in found), client_host=client,
+                      rmi_properties=properties,
+                      where=f"{len(found)} JMeter engine{'s' if len(found) > 1 else ''} (jmeter-server) of the "
+                            f"inventory's {GROUP} group: "
+                            + ", ".join(f"{engine['host']} ({engine['address']})" for engine in found))
+    finally:
+        with deferred():            # a second Ctrl-C must not leave the engines running
+            _engine_playbook(inventory, "stopped", [], log.parent)
+            for engine in found:
+                pull(engine["host"], [os.path.relpath(engine["log"], engine["home"])], log.parent / engine["host"])
