@@ -338,8 +338,8 @@ def test_the_manifest_renders_to_the_machines_layout_as_valid_json(tmp_path):
         assert text == (tmp_path / "out" / f"{machine}.lookup.json").read_text(), "the two copies are the same JSON"
         manifest = json.loads(text)
         assert list(manifest) == ["schema", "machine", "address", "home", "user", "group", "service_manager",
-                                  "service_path", "app_path", "backend_url", "ports", "processes", "pcp_archive",
-                                  "evidence"]
+                                  "service_path", "app_path", "backend_url", "ports", "tls", "processes",
+                                  "pcp_archive", "evidence"]
         assert manifest == {
             "schema": 1, "machine": machine, "address": inventory[machine]["ansible_host"],
             "home": inventory[machine]["lab_home"], "user": "camellab", "group": "camellab",
@@ -347,6 +347,7 @@ def test_the_manifest_renders_to_the_machines_layout_as_valid_json(tmp_path):
             "app_path": "/camel/mock", "backend_url": "http://127.0.0.1:9090/data",
             "ports": {"httpd": 80, "app_http": 8080, "app_ajp": 8009, "app_management": 8081, "mock": 9090,
                       "pmcd": 44321},
+            "tls": None,
             "processes": ["camel-app", "httpd", "mock-service", "pmcd", "pmlogger"],
             "pcp_archive": "pcp/archives/current", "evidence": EVIDENCE}
         wiring = json.loads((tmp_path / "out" / f"{machine}.wiring.json").read_text())
@@ -373,6 +374,21 @@ def test_what_listens_beyond_the_machine_is_httpd_only(tmp_path):
         assert re.search(r"^\[access\]\ndisallow \* : all;\nallow localhost : all;$", config.read_text(), re.M)
         checked = subprocess.run(["pmlogger", "-o", "-C", "-c", str(config)], capture_output=True, text=True, timeout=60)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_tls_at_httpd_adds_its_listener_and_tells_the_manifest(tmp_path):
+    play = render_play(tmp_path)
+    run_render(play, "--tags", "render,templates", "-e", json.dumps({"httpd_tls_enabled": True, "httpd_tls_port": 8443,
+                                                                      "httpd_tls_session_cache": "none"}))
+    out = tmp_path / "out"
+    for machine in ("default", "tuned"):
+        manifest = json.loads((out / f"{machine}.json").read_text())
+        assert manifest["tls"] == {"port": 8443, "ca": str(play.parent / ".." / ".cache" / "secrets" / "tls" / "ca.pem")}
+        httpd = (out / f"{machine}-httpd.conf").read_text()
+        assert re.search(r"^Listen \*:80$", httpd, re.M) and re.search(r"^Listen \*:8443$", httpd, re.M)
+        assert re.search(r"^<VirtualHost \*:8443>\n    SSLEngine on$", httpd, re.M)
+        assert re.search(r"^SSLSessionCache none$", httpd, re.M) and "socache_shmcb" not in httpd
+        assert re.search(r"^LoadModule ssl_module \S+/mod_ssl\.so$", httpd, re.M)
 
 
 def test_one_role_s_value_follows_another_s(tmp_path):

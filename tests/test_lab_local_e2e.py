@@ -783,6 +783,49 @@ def test_a_loadgen_groups_engine_is_provisioned_by_its_role_and_loads_both_machi
     assert (host.root / "jmeter-engine" / "work" / "jmeter-engine.log").stat().st_uid == pwd.getpwnam(LAB_USER).pw_uid
 
 
+def test_tls_at_httpd_serves_a_certificate_of_the_labs_authority_and_jmeter_loads_through_it(status, tmp_path):
+    # The write-up's HTTPD terminated TLS: httpd_tls_enabled (here on the tuned machine) makes the lab's certificate
+    # authority and the machine's certificate on this host, and clients (status, JMeter) then use https://.
+    from lab import status as observing
+    from lab.machines import manifest
+    knobs = tmp_path / "tls.yml"
+    knobs.write_text("httpd_tls_enabled: true\nhttpd_tls_session_cache: shmcb\n")
+    address = status["machines"]["tuned"]["address"]
+    try:
+        first = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned", extra_vars=knobs)
+        assert first.returncode == 0, _tail(first.log, 40)
+        again = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned", extra_vars=knobs)
+        assert again.returncode == 0 and again.changed == {"tuned": 0}, _tail(again.log, 60)   # made once
+        wiring = manifest.read("tuned")
+        assert wiring.base_url == f"https://{address}" and wiring.tls_port == 443
+        ca = Path(wiring.tls_ca)
+        assert ca.is_file() and stat.S_IMODE((ca.parent / "ca.key").stat().st_mode) == 0o600
+        # A real handshake: the certificate chains to the lab's authority and names the machine's address
+        handshake = subprocess.run(["openssl", "s_client", "-connect", f"{address}:443", "-CAfile", str(ca),
+                                    "-verify_return_error", "-verify_ip", address, "-brief"],
+                                   input="", capture_output=True, text=True, timeout=60)
+        assert handshake.returncode == 0 and "Verification: OK" in handshake.stderr, handshake.stderr
+        # ... and fails against another authority
+        stranger = subprocess.run(["openssl", "s_client", "-connect", f"{address}:443", "-CAfile",
+                                   "/etc/ssl/certs/ca-certificates.crt", "-verify_return_error", "-brief"],
+                                  input="", capture_output=True, text=True, timeout=60)
+        assert stranger.returncode != 0
+        observed = observing.observe(LocalBackend(), "tuned")
+        assert observed["url"] == f"https://{address}/svc/camel/mock" and observed["http_status"] == 200
+        # JMeter through TLS, keep-alive off as in 2018: every request a new connection and handshake
+        profile = load.LoadProfile(users=2, ramp_s=1, duration_s=10, keep_alive=False)
+        result = load.run({"tuned": wiring.base_url}, profile, tmp_path / "jmeter", path=wiring.service_path)
+        with result.results["tuned"].open(newline="") as stream:
+            rows = list(csv.DictReader(stream))
+        assert rows and {row["responseCode"] for row in rows} == {"200"}
+        assert {row["URL"] for row in rows} == {f"https://{address}:443/svc/camel/mock"}
+        assert all(int(row["Connect"]) > 0 for row in rows)
+    finally:
+        restored = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned")
+    assert restored.returncode == 0, _tail(restored.log, 40)
+    assert manifest.read("tuned").base_url == f"http://{address}"
+
+
 def test_several_reads_go_through_ansibles_command_module_in_one_command(status):
     # VMs and SSH hosts are observed through Ansible's command module, several URLs per command (each command is
     # an SSH round trip there). The local inventory's connection runs that same module on this host, so the URLs

@@ -38,9 +38,14 @@ class Manifest:
     evidence: dict[str, list[str]]          # run-folder kind (pcp, gc, logs, crash) -> globs under home
     backend_url: str | None = None          # where the service calls the mock (absent from older manifests)
     app_path: str | None = None             # the service's own path, without HTTPD's proxied prefix (idem)
+    tls_port: int | None = None             # TLS at HTTPD (httpd_tls_enabled): clients request https:// there
+    tls_ca: str | None = None               # the lab's certificate authority that signed its certificate (controller)
 
     @property
     def base_url(self) -> str:
+        """Where a client reaches HTTPD: over TLS when the machine has it (the write-up's way)."""
+        if self.tls_port:
+            return f"https://{self.address}{'' if self.tls_port == 443 else f':{self.tls_port}'}"
         port = self.ports["httpd"]
         return f"http://{self.address}{'' if port == 80 else f':{port}'}"
 
@@ -85,7 +90,9 @@ def read(name: str, folder: Path = MANIFESTS) -> Manifest:
                         service_path=data["service_path"], ports={k: int(v) for k, v in data["ports"].items()},
                         processes=tuple(data["processes"]), pcp_archive=data["pcp_archive"],
                         evidence={k: list(v) for k, v in data["evidence"].items()},
-                        backend_url=data.get("backend_url"), app_path=data.get("app_path"))
+                        backend_url=data.get("backend_url"), app_path=data.get("app_path"),
+                        tls_port=int(data["tls"]["port"]) if data.get("tls") else None,
+                        tls_ca=data["tls"]["ca"] if data.get("tls") else None)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise NotProvisioned(f"machine {name}: {path} lacks {error}: run ./start.sh up again") from None
 
