@@ -102,23 +102,28 @@ def test_jmeter_after_an_option_is_refused_not_taken_for_another_command(tmp_pat
     assert "put jmeter first: ./start.sh jmeter [JMETER ARGUMENTS]" in capsys.readouterr().err
 
 
+class _UpBackend:
+    """What lifecycle.up asks of a backend, creating nothing."""
+    emulation_note = "a note"
+
+    def __init__(self, name: str, inventory: Path, has_engines: bool = False) -> None:
+        self.name, self.inventory, self.has_engines = name, inventory, has_engines
+
+    def up(self) -> None:
+        pass
+
+
 def test_up_only_provisions_and_checks_that_machine(tmp_path: Path, monkeypatch, capsys) -> None:
     from lab import provision, status
     host = _host(tmp_path)
     limits, observed = [], []
-
-    class Backend:
-        name, inventory, emulation_note, has_engines = "local", tmp_path / "hosts.yml", "a note", False
-
-        def up(self) -> None:
-            pass
     monkeypatch.setattr(lifecycle, "check_knobs", lambda: None)
     monkeypatch.setattr(provision, "build_service", lambda: None)
     monkeypatch.setattr(provision, "run_playbook", lambda inventory, logs, limit=None: limits.append(limit) or
                         provision.PlaybookResult(0, {"tuned": 0}, {}, tmp_path / "ansible.log"))
     monkeypatch.setattr(status, "observe", lambda backend, name: observed.append(name) or
                         {"url": f"http://{name}", "http_status": 200})
-    lifecycle.up(Backend(), None, host, only="tuned")
+    lifecycle.up(_UpBackend("local", tmp_path / "hosts.yml"), None, host, only="tuned")
     assert (limits, observed) == (["tuned"], ["tuned"])
     assert f"changed: tuned 0; full log: {tmp_path / 'ansible.log'}" in capsys.readouterr().err
 
@@ -127,12 +132,6 @@ def test_up_packs_jmeter_and_its_key_for_the_load_generators_before_provisioning
     # The jmeter_engine role copies both from this host: a loadgen group's provisioning needs them first.
     from lab import provision, status
     done = []
-
-    class Backend:
-        name, inventory, emulation_note, has_engines = "ssh", tmp_path / "hosts.yml", "a note", True
-
-        def up(self) -> None:
-            pass
     monkeypatch.setattr(lifecycle, "check_knobs", lambda: None)
     monkeypatch.setattr(provision, "build_service", lambda: None)
     monkeypatch.setattr(lifecycle.jmeter, "bundle", lambda: done.append("bundle") or REPO / "bundle.tar")
@@ -140,7 +139,7 @@ def test_up_packs_jmeter_and_its_key_for_the_load_generators_before_provisioning
     monkeypatch.setattr(provision, "run_playbook", lambda inventory, logs, limit=None: done.append("playbook") or
                         provision.PlaybookResult(0, {}, {}, tmp_path / "ansible.log"))
     monkeypatch.setattr(status, "observe", lambda backend, name: {"url": f"http://{name}", "http_status": 200})
-    lifecycle.up(Backend(), None, _host(tmp_path))
+    lifecycle.up(_UpBackend("ssh", tmp_path / "hosts.yml", has_engines=True), None, _host(tmp_path))
     assert done == ["bundle", "key", "playbook"]
 
 
