@@ -138,7 +138,7 @@ def jmeter_properties() -> dict[str, str]:
     for name in MACHINES:
         wiring = manifest.read_or_none(name)
         if wiring is not None:
-            properties.update({f"{name}.host": wiring.address, f"{name}.port": str(wiring.ports["httpd"]),
+            properties.update({f"{name}.host": wiring.address, f"{name}.port": str(wiring.client_port),
                                f"{name}.path": wiring.service_path, f"{name}.url": wiring.service_url})
     return properties
 

@@ -69,9 +69,10 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
     if host_limits:
         lab_limits.check(backend, profile)
     if load_from == "loadgen" and not backend.has_engines:
+        hint = ("LAB_VAGRANT_LOADGEN=1 ./start.sh up adds the Vagrantfile's load generator VM" if backend.name == "vagrant"
+                else "name its hosts there: ansible/inventories/ssh/hosts.example.yml shows how")
         raise StepFailed(f"--load-from loadgen: the {backend.name} backend has no remote JMeter engines: its inventory "
-                         f"({backend.inventory}) has no loadgen group (ansible/inventories/ssh/hosts.example.yml shows "
-                         "one; the local backend runs its engine in a namespace of its own)")
+                         f"({backend.inventory}) has no loadgen group ({hint})")
     if host is not None and not a_a:
         aa.refuse_if_pending(host)
     if a_a:
@@ -298,7 +299,7 @@ def _load_generator(setup: _Setup, folder: RunFolder) -> Iterator[Engines | None
     if setup.mode.get("load_from") != "loadgen":
         yield None
         return
-    targets = [(wiring.address, wiring.ports["httpd"]) for wiring in setup.wiring.values()]
+    targets = [(wiring.address, wiring.client_port) for wiring in setup.wiring.values()]
     with ExitStack() as stack:
         with step("Starting the load generator's JMeter engine"):
             engines = stack.enter_context(setup.backend.engines(targets, folder.jmeter.engine_log,

@@ -41,7 +41,7 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
     host.claim(backend.name, inventory)        # before anything exists: a half-made lab is this checkout's too
     with step(f"Creating the machines ({backend.name} backend)"):
         backend.up()
-    if backend.has_engines and only is None:
+    if backend.engine_hosts and only is None:
         with step("Packing the lab's JMeter and its RMI key pair for the load generators"):
             info(f"{jmeter.bundle().relative_to(REPO)}; {engines.rmi_properties().parent.relative_to(REPO)}")
     with step(f"Provisioning {'the ' + only + ' machine' if only else 'both machines'} with Ansible"):
@@ -51,8 +51,8 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
         if only in (None, "tuned"):
             host.aa_end()                       # the tuned machine has its own knobs again
         # What this run changed: everything at first, only an edited knob later, nothing when all is in place.
-        info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in MACHINES
-                                     if only in (None, name))
+        hosts = [name for name in MACHINES if only in (None, name)] + list(backend.engine_hosts if only is None else ())
+        info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in hosts)
              + f"; full log: {result.log}")
     with step("Checking each machine answers through HTTPD"):
         machines = {name: status.observe(backend, name) for name in MACHINES if only in (None, name)}

@@ -61,7 +61,9 @@ class JMeterFolder:
 
     @property
     def engine_log(self) -> Path:
-        """The log of the remote engine that generated the load, when it ran on this host (lab/load/engines.py)."""
+        """The log of the remote engine that generated the load, when it ran on this host (lab/load/engines.py).
+        Engines on other hosts (lab/machines/remote_engines.py) leave theirs beside it, in <host>/ under the
+        engine's lab home, with the logs of the playbook that started and stopped them (ansible-*.log)."""
         return self.root / self.ENGINE / "engine.log"
 
     @property

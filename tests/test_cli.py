@@ -106,8 +106,9 @@ class _UpBackend:
     """What lifecycle.up asks of a backend, creating nothing."""
     emulation_note = "a note"
 
-    def __init__(self, name: str, inventory: Path, has_engines: bool = False) -> None:
-        self.name, self.inventory, self.has_engines = name, inventory, has_engines
+    def __init__(self, name: str, inventory: Path, engine_hosts: tuple[str, ...] = ()) -> None:
+        self.name, self.inventory, self.engine_hosts = name, inventory, engine_hosts
+        self.has_engines = bool(engine_hosts)
 
     def up(self) -> None:
         pass
@@ -139,8 +140,12 @@ def test_up_packs_jmeter_and_its_key_for_the_load_generators_before_provisioning
     monkeypatch.setattr(provision, "run_playbook", lambda inventory, logs, limit=None: done.append("playbook") or
                         provision.PlaybookResult(0, {}, {}, tmp_path / "ansible.log"))
     monkeypatch.setattr(status, "observe", lambda backend, name: {"url": f"http://{name}", "http_status": 200})
-    lifecycle.up(_UpBackend("ssh", tmp_path / "hosts.yml", has_engines=True), None, _host(tmp_path))
+    lifecycle.up(_UpBackend("ssh", tmp_path / "hosts.yml", engine_hosts=("gen1",)), None, _host(tmp_path))
     assert done == ["bundle", "key", "playbook"]
+    # the local backend's own engine needs neither before provisioning
+    done.clear()
+    lifecycle.up(_UpBackend("local", tmp_path / "hosts.yml"), None, _host(tmp_path))
+    assert done == ["playbook"]
 
 
 @pytest.mark.parametrize("command", [[], ["up"], ["run"], ["capacity"], ["compare"], ["status"], ["down"]])

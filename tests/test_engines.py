@@ -163,6 +163,12 @@ def test_the_loadgen_group_is_read_with_its_child_groups_and_an_inventory_withou
         pytest.fail("no engine without a loadgen group")
     # the engines call back this host's own address toward them
     assert remote_engines.source_address("127.0.0.1") == "127.0.0.1"
+    # a failed start says each host's own message (the YAML result format puts it under the fatal line)
+    output = ("TASK [jmeter_engine : Report why the engine did not start]\n"
+              "fatal: [gen1]: FAILED! =>\n    changed: false\n    msg: The JMeter engine on gen1 did not start: x\n"
+              "\nPLAY RECAP\n")
+    assert remote_engines.failures(output) == ["gen1: The JMeter engine on gen1 did not start: x"]
+    assert remote_engines.failures("[ERROR]: the inventory is broken\n") == ["[ERROR]: the inventory is broken"]
 
 
 def test_jmeter_is_packed_for_the_engines_once_and_the_same_bytes_each_time(tmp_path: Path) -> None:
@@ -176,6 +182,7 @@ def test_jmeter_is_packed_for_the_engines_once_and_the_same_bytes_each_time(tmp_
         launcher = packed.getmember("jmeter/bin/ApacheJMeter.jar")     # the name the role starts
         assert launcher.size == runtime_jar().stat().st_size and (launcher.uid, launcher.uname) == (0, "root")
     assert all(name.startswith("jmeter/") and not name.endswith(".log") for name in names)
-    assert jmeter.bundle().read_bytes() == made                        # not packed again
+    packed_at = bundle.stat().st_mtime_ns
+    assert jmeter.bundle().stat().st_mtime_ns == packed_at             # not packed again
     bundle.unlink()
     assert jmeter.bundle().read_bytes() == made                        # packed again, byte for byte

@@ -809,17 +809,16 @@ def test_tls_at_httpd_serves_a_certificate_of_the_labs_authority_and_jmeter_load
         stranger = subprocess.run(["openssl", "s_client", "-connect", f"{address}:443", "-CAfile",
                                    "/etc/ssl/certs/ca-certificates.crt", "-verify_return_error", "-brief"],
                                   input="", capture_output=True, text=True, timeout=60)
-        assert stranger.returncode != 0
+        assert stranger.returncode != 0 and "verify error" in stranger.stderr, stranger.stderr
         observed = observing.observe(LocalBackend(), "tuned")
         assert observed["url"] == f"https://{address}/svc/camel/mock" and observed["http_status"] == 200
-        # JMeter through TLS, keep-alive off as in 2018: every request a new connection and handshake
+        # JMeter through TLS (it accepts any certificate: the handshake above is the check), keep-alive off
         profile = load.LoadProfile(users=2, ramp_s=1, duration_s=10, keep_alive=False)
         result = load.run({"tuned": wiring.base_url}, profile, tmp_path / "jmeter", path=wiring.service_path)
         with result.results["tuned"].open(newline="") as stream:
             rows = list(csv.DictReader(stream))
         assert rows and {row["responseCode"] for row in rows} == {"200"}
         assert {row["URL"] for row in rows} == {f"https://{address}:443/svc/camel/mock"}
-        assert all(int(row["Connect"]) > 0 for row in rows)
     finally:
         restored = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned")
     assert restored.returncode == 0, _tail(restored.log, 40)

@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO))
 from lab import evidence  # noqa: E402
 from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import MACHINES, choose  # noqa: E402
-from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_states  # noqa: E402
+from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_inventory, vagrant_states  # noqa: E402
 
 VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL",
                     "LAB_VAGRANT_MEMORY_MB", "LAB_VAGRANT_LOADGEN")
@@ -69,7 +69,8 @@ def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
     assert {hostvars[name]["lab_service_manager"] for name in MACHINES} == {"systemd"}
 
 
-def test_the_load_generators_vm_is_the_vagrantfiles_third_with_loadgen_set_and_the_inventorys_loadgen(monkeypatch):
+def test_the_load_generators_vm_is_the_vagrantfiles_third_with_loadgen_set_and_the_inventorys_loadgen(monkeypatch,
+                                                                                                     tmp_path):
     monkeypatch.delenv("LAB_VAGRANT_LOADGEN", raising=False)
     plain = vagrantfile_settings()
     assert plain["vms"] == plain["machines"] and not VagrantBackend().has_engines
@@ -83,6 +84,13 @@ def test_the_load_generators_vm_is_the_vagrantfiles_third_with_loadgen_set_and_t
     assert backend.address("loadgen1") == extra["loadgen1"]
     assert backend.hostvars["loadgen1"]["ansible_user"] == "vagrant"    # the machines' SSH settings reach it too
     assert "a load generator's VM" in backend.emulation_note
+    # once Vagrant created it, it stays in the inventory (./start.sh down must destroy it too)
+    monkeypatch.delenv("LAB_VAGRANT_LOADGEN")
+    created = tmp_path / ".vagrant" / "machines" / "loadgen1" / "libvirt"
+    assert vagrant_inventory(tmp_path / ".vagrant") == REPO / "ansible" / "inventories" / "vagrant" / "hosts.yml"
+    created.mkdir(parents=True)
+    (created / "id").write_text("3f2a")
+    assert vagrant_inventory(tmp_path / ".vagrant") == backend.inventory
 
 
 def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):

@@ -42,6 +42,11 @@ class Manifest:
     tls_ca: str | None = None               # the lab's certificate authority that signed its certificate (controller)
 
     @property
+    def client_port(self) -> int:
+        """The port a client reaches HTTPD on: its TLS listener when it has one."""
+        return self.tls_port or self.ports["httpd"]
+
+    @property
     def base_url(self) -> str:
         """Where a client reaches HTTPD: over TLS when the machine has it (the write-up's way)."""
         if self.tls_port:

@@ -83,6 +83,7 @@ class Backend(Protocol):
         ...
 
     has_engines: bool           # whether engines() gives remote JMeter engines (--load-from loadgen)
+    engine_hosts: tuple[str, ...]   # the inventory's load generators, which site.yml provisions (local: none)
 
     def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> AbstractContextManager[Engines]:
         """Remote JMeter engines that reach targets (address, port), for the length of one load run; an

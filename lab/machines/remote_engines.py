@@ -15,10 +15,11 @@ from pathlib import Path
 from lab import provision
 from lab.errors import StepFailed
 from lab.interrupts import deferred
-from lab.load.engines import Engines, rmi_properties
+from lab.load.engines import RMI_PROPERTIES, SECRETS, Engines, rmi_properties
 from lab.machines.manifest import MANIFESTS
 from lab.machines.protocol import Pulled
 from lab.paths import ENGINES_PLAYBOOK
+from lab.progress import info
 
 ENGINE_MANIFESTS = MANIFESTS / "engines"
 GROUP = "loadgen"
@@ -48,15 +49,27 @@ def source_address(address: str) -> str:
     return found[1]
 
 
+def failures(output: str) -> list[str]:
+    """What a failed playbook said went wrong: each failed host's message (ansible.cfg's YAML result format puts
+    it on the indented lines after `fatal: [host]: FAILED! =>`), else Ansible's own error lines."""
+    found: list[str] = []
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith(("fatal:", "failed:")):
+            host = re.match(r"\w+: \[([^\]]+)\]", line)
+            message = [text.strip() for text in lines[index + 1:index + 40] if text.strip().startswith("msg:")]
+            found.append(f"{host[1] if host else line}: {message[0][4:].strip() if message else line}")
+    return found or [line.strip() for line in lines if line.startswith(("ERROR!", "[ERROR]"))][-3:]
+
+
 def _engine_playbook(inventory: Path, state: str, targets: list[tuple[str, int]], log_dir: Path) -> None:
     result = provision.run_playbook(inventory, log_dir, playbook=ENGINES_PLAYBOOK,
                                     variables={"jmeter_engine_state": state,
                                                "jmeter_engine_targets": [f"{host}:{port}" for host, port in targets]})
     if result.returncode != 0:
-        failures = [line.strip() for line in result.log.read_text(errors="replace").splitlines()
-                    if line.startswith(("fatal:", "failed:", "ERROR!", "[ERROR]"))]
-        raise StepFailed(f"ansible-playbook engines.yml ({state}) failed (exit {result.returncode}): "
-                         f"{' | '.join(failures[-3:])[:1500]}\n    full log: {result.log}")
+        said = " | ".join(failures(result.log.read_text(errors="replace")))
+        raise StepFailed(f"ansible-playbook engines.yml ({state}) failed (exit {result.returncode}): {said[:2000]}"
+                         f"\n    full log: {result.log}")
 
 
 @contextmanager
@@ -67,6 +80,10 @@ def engines(inventory: Path, hosts: tuple[str, ...], targets: list[tuple[str, in
     if not hosts:
         raise StepFailed(f"--load-from loadgen: {inventory} has no {GROUP} group; name the hosts that run the "
                          "JMeter engines there (ansible/inventories/ssh/hosts.example.yml shows how)")
+    if not (SECRETS / RMI_PROPERTIES).is_file():
+        # A key pair made now would not be the one the engines were given: they would refuse this client.
+        raise StepFailed(f"--load-from loadgen: {SECRETS / RMI_PROPERTIES} is missing, so the engines hold another key "
+                         "pair: ./start.sh up gives them a new one")
     properties = rmi_properties()
     shutil.rmtree(ENGINE_MANIFESTS, ignore_errors=True)
     found: list[dict] = []
@@ -81,6 +98,16 @@ def engines(inventory: Path, hosts: tuple[str, ...], targets: list[tuple[str, in
                             + ", ".join(f"{engine['host']} ({engine['address']})" for engine in found))
     finally:
         with deferred():            # a second Ctrl-C must not leave the engines running
-            _engine_playbook(inventory, "stopped", [], log.parent)
-            for engine in found:
-                pull(engine["host"], [os.path.relpath(engine["log"], engine["home"])], log.parent / engine["host"])
+            _stop(inventory, found, log, pull)
+
+
+def _stop(inventory: Path, found: list[dict], log: Path, pull: Callable[[str, list[str], Path], Pulled]) -> None:
+    """The engines stopped and their logs pulled; what fails here is said, never raised over the run's own error."""
+    try:
+        _engine_playbook(inventory, "stopped", [], log.parent)
+    except StepFailed as error:
+        info(f"the JMeter engines may still run: {error}")
+    for engine in found:
+        pulled = pull(engine["host"], [os.path.relpath(engine["log"], engine["home"])], log.parent / engine["host"])
+        if pulled.problem or not pulled.files:
+            info(f"the log of the engine on {engine['host']} was not copied: {pulled.problem or 'not found'}")

@@ -74,10 +74,10 @@ class VagrantBackend(SshBackend):
         return self._states.get(name) == "running"
 
 
-def vagrant_inventory() -> Path:
-    """The Vagrantfile's VMs as an inventory: the two machines, and with LAB_VAGRANT_LOADGEN=1 the load
-    generator's VM too (the Vagrantfile picks the same)."""
-    if os.environ.get("LAB_VAGRANT_LOADGEN") == "1":
+def vagrant_inventory(vagrant_dir: Path = REPO / ".vagrant") -> Path:
+    """The Vagrantfile's VMs as an inventory: the two machines, and with LAB_VAGRANT_LOADGEN=1, or once Vagrant
+    created it, the load generator's VM too (the Vagrantfile decides the same way)."""
+    if os.environ.get("LAB_VAGRANT_LOADGEN") == "1" or any((vagrant_dir / "machines" / "loadgen1").glob("*/id")):
         return INVENTORIES / "vagrant-loadgen"
     return INVENTORIES / "vagrant" / "hosts.yml"
 

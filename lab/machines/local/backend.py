@@ -25,6 +25,7 @@ class LocalBackend:
 
     name = "local"
     has_engines = True          # remote JMeter engines: one in a load-generator namespace (loadgen.py)
+    engine_hosts: tuple[str, ...] = ()      # which is this backend's own, not the playbook's
     service_manager = "supervisord"
     inventory = INVENTORIES / "local" / "hosts.yml"
     emulation_note = ("local backend: both machines share this host's kernel and cores; each is limited to "
