@@ -165,9 +165,9 @@ def test_the_loadgen_group_is_read_with_its_child_groups_and_an_inventory_withou
     assert remote_engines.source_address("127.0.0.1") == "127.0.0.1"
     # a failed start says each host's own message (the YAML result format puts it under the fatal line)
     output = ("TASK [jmeter_engine : Report why the engine did not start]\n"
-              "fatal: [gen1]: FAILED! =>\n    changed: false\n    msg: The JMeter engine on gen1 did not start: x\n"
-              "\nPLAY RECAP\n")
-    assert remote_engines.failures(output) == ["gen1: The JMeter engine on gen1 did not start: x"]
+              "fatal: [gen1]: FAILED! =>\n    changed: false\n    msg: 'The JMeter engine on gen1 did not start: x\n"
+              "        (run it again)'\n\nPLAY RECAP\n")
+    assert remote_engines.failures(output) == ["gen1: The JMeter engine on gen1 did not start: x (run it again)"]
     assert remote_engines.failures("[ERROR]: the inventory is broken\n") == ["[ERROR]: the inventory is broken"]
 
 

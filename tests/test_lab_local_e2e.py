@@ -818,7 +818,7 @@ def test_tls_at_httpd_serves_a_certificate_of_the_labs_authority_and_jmeter_load
         with result.results["tuned"].open(newline="") as stream:
             rows = list(csv.DictReader(stream))
         assert rows and {row["responseCode"] for row in rows} == {"200"}
-        assert {row["URL"] for row in rows} == {f"https://{address}:443/svc/camel/mock"}
+        assert {row["URL"] for row in rows} == {f"https://{address}/svc/camel/mock"}
     finally:
         restored = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned")
     assert restored.returncode == 0, _tail(restored.log, 40)

@@ -3,6 +3,7 @@ JMeter engine (jmeter-server) the jmeter_engine role provisioned, started fresh 
 stopped after it by ansible/engines.yml, which writes where each listens (.cache/manifests/engines/)."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -57,9 +58,20 @@ def failures(output: str) -> list[str]:
     for index, line in enumerate(lines):
         if line.startswith(("fatal:", "failed:")):
             host = re.match(r"\w+: \[([^\]]+)\]", line)
-            message = [text.strip() for text in lines[index + 1:index + 40] if text.strip().startswith("msg:")]
-            found.append(f"{host[1] if host else line}: {message[0][4:].strip() if message else line}")
+            found.append(f"{host[1] if host else line}: {_message(lines[index + 1:index + 60]) or line}")
     return found or [line.strip() for line in lines if line.startswith(("ERROR!", "[ERROR]"))][-3:]
+
+
+def _message(result: list[str]) -> str | None:
+    """The msg of a YAML-formatted result: its line and the more indented lines that continue it."""
+    for index, line in enumerate(result):
+        if line.strip().startswith("msg:"):
+            indent = len(line) - len(line.lstrip())
+            rest = [text.strip() for text in itertools.takewhile(
+                lambda text, indent=indent: text.strip() and len(text) - len(text.lstrip()) > indent,
+                result[index + 1:])]
+            return " ".join([line.strip()[4:].strip(), *rest]).strip("'\" ")
+    return None
 
 
 def _engine_playbook(inventory: Path, state: str, targets: list[tuple[str, int]], log_dir: Path) -> None:
