@@ -58,6 +58,18 @@ def test_a_run_with_spare_cpu_and_memory_is_valid(tmp_path: Path) -> None:
     assert "backend 0.30 cores" in checked and "memory peak 59% of 512 MiB" in checked
 
 
+def test_engines_on_other_hosts_whose_cpu_is_not_sampled_leave_the_verdict_unknown(tmp_path: Path) -> None:
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    remote = summary()
+    remote["run"]["load_generator"] = {"engines": ["192.168.56.13:1099"], "engines_sampled": False}
+    judged = verdict.judge(remote, csv_path)
+    assert judged["verdict"] == "unknown" and not judged["valid"]
+    assert "the CPU of the JMeter engines on other hosts" in judged["sentence"]
+    # an engine on this host is sampled with the client: then the run can be valid
+    remote["run"]["load_generator"]["engines_sampled"] = True
+    assert verdict.judge(remote, csv_path)["verdict"] == "valid"
+
+
 def test_a_saturated_shared_host_makes_the_run_host_bound(tmp_path: Path) -> None:
     csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.985, jmeter_cores=0.35)
     judged = verdict.judge(summary(), csv_path)

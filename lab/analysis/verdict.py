@@ -48,6 +48,10 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
         entry = (summary.get("machines") or {}).get(name) or {}
         limits = ((summary.get("limits") or {}).get("machines") or {}).get(name)
         machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"), limits)
+        if entry.get("load") and (run.get("load_generator") or {}).get("engines_sampled") is False:
+            # Engines on other hosts (the ssh and Vagrant backends' loadgen group): their CPU is not recorded.
+            machines[name]["unchecked"].append("the CPU of the JMeter engines on other hosts (the lab does not "
+                                               "sample it): a load generator at its limit there would not show")
     findings = [f for name in MACHINES for f in machines[name]["findings"]]
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):

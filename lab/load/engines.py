@@ -47,7 +47,9 @@ class Engines:
         return self.rmi_properties.parent
 
     def as_json(self) -> dict:
-        return {"engines": list(self.hosts), "client": self.client_host, "where": self.where}
+        # engines_sampled: whether their CPU is in jmeter/loadgen.csv (engines on this host), for the verdict
+        return {"engines": list(self.hosts), "client": self.client_host, "where": self.where,
+                "engines_sampled": bool(self.pids)}
 
 
 def rmi_properties(folder: Path = SECRETS, keytool: str | None = None) -> Path:
