@@ -7,6 +7,7 @@ Where the engines run is the backend's business (lab/machines): on the local bac
 load-generator namespace and cgroup of its own (lab/machines/local/loadgen.py)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -25,10 +26,14 @@ SECRETS = REPO / ".cache" / "secrets" / "jmeter-rmi"
 KEYSTORE = "rmi_keystore.p12"
 RMI_PROPERTIES = "rmi.properties"
 KEY_ALIAS = "rmi"
-# Each engine's RMI registry and the engine object it hands out (fixed, so a firewall can allow them): the
-# jmeter_engine role's, whose engines on other hosts listen on them too.
-ENGINE_PORT = int(role_default("jmeter_engine", "jmeter_engine_port"))
-ENGINE_OBJECT_PORT = int(role_default("jmeter_engine", "jmeter_engine_object_port"))
+
+
+@functools.cache
+def engine_ports() -> tuple[int, int]:
+    """Each engine's RMI registry and the engine object it hands out (fixed, so a firewall can allow them): the
+    jmeter_engine role's, whose engines on other hosts listen on them too (read when first asked, not on import)."""
+    return (int(role_default("jmeter_engine", "jmeter_engine_port")),
+            int(role_default("jmeter_engine", "jmeter_engine_object_port")))
 KEYTOOL_TIMEOUT_S = 120
 
 
@@ -115,9 +120,11 @@ def _keytool() -> str:
     return str(keytool)
 
 
-def engine_arguments(address: str, properties: Path, log: Path, port: int = ENGINE_PORT,
-                     object_port: int = ENGINE_OBJECT_PORT) -> list[str]:
-    """JMeter's arguments for an engine (jmeter-server) on address with the lab's TLS: its registry on port."""
+def engine_arguments(address: str, properties: Path, log: Path, port: int | None = None,
+                     object_port: int | None = None) -> list[str]:
+    """JMeter's arguments for an engine (jmeter-server) on address with the lab's TLS: its registry on port
+    (default: the role's ports)."""
+    port, object_port = port or engine_ports()[0], object_port or engine_ports()[1]
     return ["-s", "-j", str(log), "-q", str(properties), f"-Jserver_port={port}",
             f"-Jserver.rmi.localport={object_port}", f"-Djava.rmi.server.hostname={address}"]
 

@@ -33,9 +33,6 @@ MVNW = REPO / "mvnw"
 CONFIGURE_GOAL = "jmeter:configure@configuration"
 
 
-# Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start: the same for
-# this host's JMeter and the engines on other hosts (the jmeter_engine role's).
-JVM_ARGS = [str(option) for option in role_default("jmeter_engine", "jmeter_engine_java_options")]
 
 
 def java_executable() -> str:
@@ -66,7 +63,14 @@ def java_version(java: str) -> str:
 
 def launch(java: str, jar: Path, *args: str) -> list[str]:
     """JMeter's JVM as its bin/jmeter script starts it (the lab's JVM options), with JMeter's arguments."""
-    return [java, *JVM_ARGS, "-jar", str(jar), *args]
+    return [java, *jvm_args(), "-jar", str(jar), *args]
+
+
+@functools.cache
+def jvm_args() -> list[str]:
+    """Like JMeter's own bin/jmeter script (which sets 1 GB and G1), a little smaller at the start: the same for
+    this host's JMeter and the engines on other hosts (the jmeter_engine role's, read when first asked)."""
+    return [str(option) for option in role_default("jmeter_engine", "jmeter_engine_java_options")]
 
 
 def as_properties(properties: dict[str, str], flag: str = "-J") -> list[str]:

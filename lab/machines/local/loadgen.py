@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lab.interrupts import deferred
-from lab.load.engines import ENGINE_PORT, Engines, engine_arguments, rmi_properties, wait_until_listening
+from lab.load.engines import Engines, engine_arguments, engine_ports, rmi_properties, wait_until_listening
 from lab.load.jmeter import java_executable, launch, runtime_jar
 from lab.load.processes import kill
 from lab.load.profile import LoadError
@@ -27,7 +27,7 @@ from lab.placement import cpulist
 
 NAME = "loadgen"
 INDEX = 3                   # 10.213.3.0/30, after the machines' 1 and 2
-MEMORY_MB = 1536            # JMeter's heap may grow to 1 GiB (lab.load.jmeter.JVM_ARGS), plus the JVM's own
+MEMORY_MB = 1536            # JMeter's heap may grow to 1 GiB (lab.load.jmeter.jvm_args()), plus the JVM's own
 ENGINE_START_S = 90.0       # a JVM start on a busy two-core host
 STOP_GRACE_S = 10.0
 CLIENT_SYSCTLS = {"ip_local_port_range": "1024 65535", "tcp_tw_reuse": "1"}
@@ -130,10 +130,10 @@ def engine(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, i
                                      env=dict(MACHINE_ENV))
         try:
             try:
-                wait_until_listening(loadgen.address, ENGINE_PORT, lambda: popen.poll() is None, ENGINE_START_S)
+                wait_until_listening(loadgen.address, engine_ports()[0], lambda: popen.poll() is None, ENGINE_START_S)
             except LoadError as error:
                 raise LoadError(f"{error}; its output: {out}, its log: {log}") from None
-            yield Engines(hosts=(f"{loadgen.address}:{ENGINE_PORT}",), client_host=loadgen.host_address,
+            yield Engines(hosts=(f"{loadgen.address}:{engine_ports()[0]}",), client_host=loadgen.host_address,
                           rmi_properties=properties, pids=(popen.pid,),
                           where=f"one JMeter engine (jmeter-server) in namespace {loadgen.netns} ({loadgen.address}), "
                                 f"cgroup {loadgen.cgroup_name}" + (f" pinned to CPUs {cpulist(loadgen.cpuset)}"
