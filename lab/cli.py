@@ -8,11 +8,12 @@ import os
 import sys
 from pathlib import Path
 
-from lab import experiment, lifecycle, limits, load, options, runfolder, status
+from lab import experiment, lifecycle, limits, load, options, profiles, runfolder, scenario, status
 from lab.ablation import command as ablation_command
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose, manifest
+from lab.machines.local.memory import DEFAULT, MODELS
 from lab.machines.protocol import Backend
 from lab.paths import callers
 from lab.report import compare_page
@@ -40,14 +41,34 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     return common
 
 
+def _machine_options(defaults: bool) -> argparse.ArgumentParser:
+    """up's (and the bare ./start.sh's) say in what the machines are, beyond their knobs."""
+    unset = None if defaults else argparse.SUPPRESS
+    machine = argparse.ArgumentParser(add_help=False)
+    machine.add_argument("--profile", default=unset, metavar="NAME|FILE|none",
+                         help="a machine profile: variables both machines get alike, on top of their knobs (shipped: "
+                              f"{', '.join(profiles.shipped())}: ansible/profiles/NAME.yml); kept until --profile none "
+                              "or down. Bare ./start.sh --profile NAME also runs the shipped scenario NAME, if any")
+    machine.add_argument("--memory", choices=sorted(MODELS), default=unset,
+                         help="local backend: the memory each machine's processes get: vm, what a 512 MB VM leaves "
+                              f"them ({MODELS['vm']} MiB, measured), or whole, all 512 MiB (default: as they are, "
+                              f"else {DEFAULT})")
+    machine.add_argument("--swap", type=int, dest="swap_mib", default=unset, metavar="MIB",
+                         help="local backend: MiB of swap each machine may use (a swap file the lab adds to this host "
+                              "and removes at down; default: as they are, else 0)")
+    return machine
+
+
 def _parser() -> argparse.ArgumentParser:
     common = _common_options(defaults=False)
     parser = argparse.ArgumentParser(
-        prog="./start.sh", parents=[_common_options(defaults=True), options.load_options(defaults=True)],
+        prog="./start.sh", parents=[_common_options(defaults=True), options.load_options(defaults=True),
+                                    _machine_options(defaults=True)],
         description="camel-tuning-lab: a default and a tuned machine, side by side. "
                     "Without a command: up, then run.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    up_parser = commands.add_parser("up", parents=[common], help="install, build, create and provision both machines")
+    up_parser = commands.add_parser("up", parents=[common, _machine_options(defaults=False)],
+                                    help="install, build, create and provision both machines")
     up_parser.add_argument("--only", choices=MACHINES, metavar="MACHINE",
                            help="provision this machine only (after changing its knobs; the other is left as it is)")
     commands.add_parser("run", parents=[common, options.load_options(defaults=False)],
@@ -86,6 +107,8 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     host = host or HostLab()
     try:
         # A bad option fails here, before anything starts.
+        if args.command is None and args.profile and not args.scenario and args.profile in scenario.shipped():
+            args.scenario = args.profile            # ./start.sh --profile 2018: its machines and its load
         plan = options.experiment(args) if args.command in (None, "run", "capacity") else None
         prepared = ablation_command.prepare(args) if args.command == "ablate" else None
         if args.backend is None:
@@ -96,13 +119,15 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             runfolder.check_free_space(plan.repeat * (load.run_folder_bytes(plan.profile) + (
                 2 * load.run_folder_bytes(limits.profile_for(plan.profile)) if plan.host_limits else 0)))
         backend = choose.choose(args.backend, args.inventory)
+        setup = lifecycle.MachineSetup.of(args, plan.machines if plan and args.command is None else None)
+        setup.check(backend)
         if args.command == "status":
             return show_status(backend, args.json)
         with host.busy(" ".join(["./start.sh", *argv])):
             host.check(args.command or "up", args.backend)      # again: another command may have ended meanwhile
             if prepared is not None:
                 return ablation_command.run(backend, host, prepared)
-            return _change(args, backend, host, plan)
+            return _change(args, backend, host, plan, setup)
     except LabError as error:
         print(f"start.sh: {error}", file=sys.stderr)
         return 1
@@ -111,10 +136,11 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
         return 130
 
 
-def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: options.Experiment | None) -> int:
+def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: options.Experiment | None,
+            setup: lifecycle.MachineSetup) -> int:
     """up, run, capacity, down, or the whole experiment: the commands that change the machines."""
     if args.command in (None, "up"):
-        lifecycle.up(backend, args.inventory, host, only=getattr(args, "only", None))
+        lifecycle.up(backend, args.inventory, host, only=getattr(args, "only", None), setup=setup)
         if args.command == "up":
             print("Next: ./start.sh run   (load both, write the report)    ./start.sh status   (what each machine "
                   "runs)    ./start.sh down   (remove everything)", file=sys.stderr)
@@ -122,6 +148,7 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: opt
     if args.command in (None, "run", "capacity"):
         assert plan is not None
         if plan.scenario:
+            lifecycle.check_machines(backend, plan.machines, plan.scenario)
             print(f"Scenario: {plan.scenario} ({plan.profile.describe()})", file=sys.stderr)
         return experiment.run(backend, plan.profile, plan.schedule, plan.repeat, host=host, a_a=plan.a_a,
                               limits=plan.limits, load_from=plan.load_from, host_limits=plan.host_limits,

@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import aa, evidence, interrupts, knobs, load, placement, provenance, report, status
+from lab import aa, evidence, interrupts, knobs, load, placement, profiles, provenance, report, status
 from lab import limits as lab_limits
 from lab.analysis import thresholds
 from lab.analysis.headline import headline
@@ -33,8 +33,10 @@ def _knobs(backend: Backend, mode: dict) -> dict:
     knobs.json has none)."""
     try:
         # An A/A run's or an ablation's tuned machine: with the extra vars it was given
+        profile = profiles.active()
         return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, KNOB_PREFIXES,
-                              extra_vars={"tuned": REPO / mode["tuned_knobs"]} if mode.get("tuned_knobs") else None)
+                              extra_vars={"tuned": REPO / mode["tuned_knobs"]} if mode.get("tuned_knobs") else None,
+                              profile=profile.file if profile else None)
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)
         info(f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}")
         return {}
@@ -312,6 +314,8 @@ def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: Ru
     result = measured.result
     return {
         "run_id": folder.run_id, "backend": backend.name, "backend_note": backend.emulation_note,
+        "machine_profile": machine_profile.as_json() if (machine_profile := profiles.active()) else None,
+        "memory_model": memory_model.as_json() if (memory_model := getattr(backend, "memory", None)) else None,
         "backend_emulated": bool(getattr(backend, "emulated", False)),
         "schedule": schedule, "profile": {"model": profile.model, **asdict(profile)},
         "ended_early_s": result.ended_early if result else {},

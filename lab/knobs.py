@@ -45,7 +45,7 @@ def _plain(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
 _TolerantLoader.add_multi_constructor("!", _plain)
 
 
-def _load(path: Path) -> dict:
+def load_vars(path: Path) -> dict:
     data = yaml.load(path.read_text(), Loader=_TolerantLoader)
     return data if isinstance(data, dict) else {}
 
@@ -54,7 +54,7 @@ def declared_variables(ansible_dir: Path) -> set[str]:
     """Every option of every entry point of every role's meta/argument_specs.yml."""
     names: set[str] = set()
     for spec in sorted((ansible_dir / "roles").glob("*/meta/argument_specs.y*ml")):
-        for entry in (_load(spec).get("argument_specs") or {}).values():
+        for entry in (load_vars(spec).get("argument_specs") or {}).values():
             names.update((entry or {}).get("options") or {})
     return names
 
@@ -64,7 +64,7 @@ def role_defaults(ansible_dir: Path) -> dict:
     no inventory, group_vars or host_vars sets it."""
     merged: dict = {}
     for path in sorted((ansible_dir / "roles").glob("*/defaults/main.yml")):
-        merged.update(_load(path))
+        merged.update(load_vars(path))
     return merged
 
 
@@ -84,7 +84,7 @@ def unknown_knobs(ansible_dir: Path) -> list[UnknownKnob]:
     choices = sorted(declared)
     unknown = []
     for path in vars_files(ansible_dir):
-        for key in _load(path):
+        for key in load_vars(path):
             key = str(key)
             if key in declared or key.startswith("ansible_"):
                 continue
@@ -109,11 +109,12 @@ MASKED = "(secret: not shown)"
 
 
 def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes: tuple[str, ...],
-             extra_vars: dict[str, Path] | None = None) -> dict[str, dict]:
+             extra_vars: dict[str, Path] | None = None, profile: Path | None = None) -> dict[str, dict]:
     """Each host's knobs (variables with these prefixes) as its roles get them: the roles' defaults, then
     group_vars and host_vars, templates rendered ("{{ camel_app_home }}/gc" → the path), secrets masked before
     anything is rendered (a lookup that would make a secret is never run). extra_vars: a host's vars file that
-    wins over the rest, as ansible-playbook --extra-vars @file gives it (an A/A run's tuned machine)."""
+    wins over the rest, as ansible-playbook --extra-vars @file gives it (an A/A run's tuned machine); profile: a machine profile's vars
+    file (lab/profiles.py), which wins over everything, on every host."""
     from ansible.inventory.manager import InventoryManager  # the lab's venv: imported only when asked
     from ansible.parsing.dataloader import DataLoader
     from ansible.plugins.loader import init_plugin_loader
@@ -133,6 +134,8 @@ def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes:
         variables = {**defaults, **variables_of.get_vars(host=hosts_of.get_host(name))}
         if extra_vars and name in extra_vars:
             variables.update(loader.load_from_file(str(extra_vars[name].resolve()), trusted_as_template=True) or {})
+        if profile:
+            variables.update(loader.load_from_file(str(profile.resolve()), trusted_as_template=True) or {})
         variables.update({key: MASKED for key in variables if SECRET.search(key)})
         templar = Templar(loader=loader, variables=variables)
         knobs[name] = {key: _render(templar, variables[key]) for key in sorted(variables) if key.startswith(prefixes)}

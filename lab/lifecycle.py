@@ -2,14 +2,17 @@
 that is up came from (lab.hostlab keeps it, host-wide), so status, run and down find it without --backend."""
 from __future__ import annotations
 
+import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from lab import knobs, provision, status
+from lab import knobs, profiles, provision, status
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.load import engines, jmeter
 from lab.machines import MACHINES, choose
+from lab.machines.local.memory import MemoryModel
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, LOGS, REPO
 from lab.progress import info, step
@@ -31,10 +34,12 @@ def check_knobs() -> None:
         raise StepFailed("unknown knobs, nothing was changed:\n    " + knobs.describe(unknown).replace("\n", "\n    "))
 
 
-def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None = None) -> dict[str, dict]:
-    """Both machines created and provisioned (or only one of them), each answering through HTTPD;
-    returns their status."""
+def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None = None,
+       setup: MachineSetup | None = None) -> dict[str, dict]:
+    """Both machines created and provisioned (or only one of them), each answering through HTTPD, with the
+    setup's profile and memory model; returns their status."""
     check_knobs()
+    (setup or MachineSetup()).apply(backend)
     print(f"Machines: {backend.emulation_note}", file=sys.stderr)
     with step("Building the service"):
         provision.build_service()
@@ -70,4 +75,60 @@ def down(backend: Backend, host: HostLab) -> None:
     with step(f"Removing both machines ({backend.name} backend)"):
         backend.down()
     host.aa_end()
+    profiles.forget()
     host.release(backend.name)          # the lab that was up is gone
+
+
+@dataclass(frozen=True)
+class MachineSetup:
+    """What up gives the machines beyond their knobs: a machine profile (lab/profiles.py) and, on the local
+    backend, a memory model (lab/machines/local/memory.py). None: as they are now."""
+    profile: str | None = None
+    memory: str | None = None
+    swap_mib: int | None = None
+
+    @classmethod
+    def of(cls, args: argparse.Namespace, wanted: dict | None) -> MachineSetup:
+        """The options given, else what the scenario asks (wanted: its machines: field)."""
+        wanted = wanted or {}
+        given = {name: getattr(args, name, None) for name in ("profile", "memory", "swap_mib")}
+        return cls(**{name: value if value is not None else wanted.get(name) for name, value in given.items()})
+
+    def check(self, backend: Backend) -> None:
+        """Refuses what this backend cannot give, before anything starts."""
+        if (self.memory is not None or self.swap_mib is not None) and not hasattr(backend, "use_memory"):
+            raise StepFailed(f"--memory/--swap model the local backend's machines; the {backend.name} backend's "
+                             "machines have the memory their host or VM has (LAB_VAGRANT_MEMORY_MB for Vagrant)")
+        if self.profile is not None and self.profile != profiles.NONE:
+            profiles.find(self.profile)
+        if hasattr(backend, "use_memory"):
+            self.model(backend)
+
+    def model(self, backend: Backend) -> MemoryModel:
+        current = getattr(backend, "memory", MemoryModel())
+        return MemoryModel(self.memory or current.name, current.swap_mib if self.swap_mib is None else self.swap_mib)
+
+    def apply(self, backend: Backend) -> None:
+        if self.profile is not None:
+            profiles.choose(self.profile)
+        if hasattr(backend, "use_memory"):
+            backend.use_memory(self.model(backend))
+        profile = profiles.active()
+        info(f"machine profile: {profile.describe() if profile else 'none (the knobs of host_vars only)'}")
+
+
+def check_machines(backend: Backend, wanted: dict, source: str) -> None:
+    """Refuses a run whose scenario asks for machines other than those that are up."""
+    have = profiles.active()
+    memory = getattr(backend, "memory", None)
+    wrong = []
+    if "profile" in wanted and (have.name if have else profiles.NONE) != wanted["profile"]:
+        wrong.append(f"the profile {wanted['profile']}, they have {have.name if have else 'none'}")
+    if memory is not None and "memory" in wanted and memory.name != wanted["memory"]:
+        wrong.append(f"the memory model {wanted['memory']}, they have {memory.name}")
+    if memory is not None and "swap_mib" in wanted and memory.swap_mib != wanted["swap_mib"]:
+        wrong.append(f"{wanted['swap_mib']} MiB of swap, they have {memory.swap_mib}")
+    if wrong:
+        fix = " ".join(f"--{name.replace('_mib', '')} {value}" for name, value in wanted.items())
+        raise StepFailed(f"{source} asks for machines with {'; '.join(wrong)}: ./start.sh up {fix} first (or "
+                         f"./start.sh --scenario {source}, which brings them up so and runs it)")

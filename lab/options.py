@@ -5,6 +5,7 @@ On the command line an option wins over the scenario file."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass, replace
 
 from lab import load, scenario
@@ -147,6 +148,7 @@ class Experiment:
     load_from: str = "here"
     host_limits: bool = False
     stop_on_fail: bool = False
+    machines: dict = dataclasses.field(default_factory=dict)    # what its scenario asks of the machines (profile, memory)
 
 
 # option, LoadProfile field, smallest value
@@ -206,7 +208,8 @@ def experiment(args: argparse.Namespace) -> Experiment:
     return Experiment(profile=profile, schedule=_given(args, "--schedule") or (chosen.schedule if chosen else None),
                       repeat=repeat, limits=limits, stop_on_fail=bool(_given(args, "--stop-on-fail")),
                       a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None,
-                      load_from=_given(args, "--load-from") or "here", host_limits=bool(_given(args, "--limits")))
+                      load_from=_given(args, "--load-from") or "here", host_limits=bool(_given(args, "--limits")),
+                      machines=dict(chosen.machines) if chosen else {})
 
 
 def _check_stop_on_fail(limits: dict[str, float], repeat: int, repeat_source: str) -> None:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab import profiles
 from lab.errors import StepFailed
 from lab.paths import ANSIBLE_DIR, JAR, LOGS, PLAYBOOK, REPO, VENV
 from lab.progress import info, run_logged
@@ -58,6 +59,8 @@ def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
         command += ["--extra-vars", f"@{extra_vars}"]
     if variables:
         command += ["--extra-vars", json.dumps(variables)]
+    if playbook == PLAYBOOK:            # the machine profile, last: both machines get it, whatever else they get
+        command += profiles.extra_vars()
     env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
            "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '')}"}
     changed: dict[str, int] = {}

@@ -16,14 +16,19 @@ from pathlib import Path
 
 import yaml
 
+from lab import profiles
 from lab.analysis.thresholds import THRESHOLDS
 from lab.errors import StepFailed
 from lab.load import SCHEDULES, LoadProfile, Profile, Slo, StepLoad
 from lab.machines import MACHINES
+from lab.machines.local import memory
 from lab.paths import SCENARIOS, callers
 
 MODELS = {"closed": LoadProfile, "open": StepLoad}
-TOP_LEVEL = {"description", "model", "load", "slo", "schedule", "repeat", "thresholds"}
+TOP_LEVEL = {"description", "model", "load", "slo", "schedule", "repeat", "thresholds", "machines"}
+# What a scenario may ask of the machines themselves (lab/profiles.py, lab/machines/local/memory.py): `up` with
+# the bare ./start.sh gives it to them; `run` refuses machines brought up otherwise.
+MACHINE_FIELDS = {"profile": str, "memory": str, "swap_mib": int}
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class Scenario:
     schedule: str | None = None
     repeat: int | None = None
     thresholds: dict[str, float] = field(default_factory=dict)     # [machine.]name -> limit
+    machines: dict[str, object] = field(default_factory=dict)      # profile, memory, swap_mib
 
 
 def _fail(source: str, where: str, message: str) -> StepFailed:
@@ -92,7 +98,29 @@ def load(path: Path, typed: str | None = None) -> Scenario:
     if not isinstance(description, str):
         raise _fail(source, "description", "must be text")
     return Scenario(source, _profile(source, model, data.get("load") or {}, data.get("slo")), description,
-                    schedule, repeat, _thresholds(source, data.get("thresholds") or {}))
+                    schedule, repeat, _thresholds(source, data.get("thresholds") or {}),
+                    _machines(source, data.get("machines") or {}))
+
+
+def _machines(source: str, values: object) -> dict[str, object]:
+    if not isinstance(values, dict):
+        raise _fail(source, "machines", "must be a mapping (profile, memory, swap_mib)")
+    values = dict(values)
+    if isinstance(values.get("profile"), int) and not isinstance(values["profile"], bool):
+        values["profile"] = str(values["profile"])     # profile: 2018, unquoted, is a number to YAML
+    for name, value in values.items():
+        kind = MACHINE_FIELDS.get(name)
+        if kind is None:
+            raise _fail(source, f"machines.{name}", f"unknown field (known: {', '.join(MACHINE_FIELDS)})")
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise _fail(source, f"machines.{name}", f"must be {'text' if kind is str else 'an integer'}, not {value!r}")
+    try:
+        if "profile" in values:
+            profiles.find(str(values["profile"]))
+        memory.MemoryModel(str(values.get("memory", memory.DEFAULT)), int(values.get("swap_mib", 0)))
+    except StepFailed as error:
+        raise _fail(source, "machines", str(error)) from error
+    return values
 
 
 def _profile(source: str, model: str, values: object, slo: object) -> Profile:

@@ -88,10 +88,11 @@ def test_up_can_provision_one_machine_only(tmp_path: Path, monkeypatch) -> None:
     from lab import cli
     host = _host(tmp_path)
     calls = []
-    monkeypatch.setattr(lifecycle, "up", lambda backend, inventory, host, only=None: calls.append(only))
+    monkeypatch.setattr(lifecycle, "up", lambda backend, inventory, host, only=None, setup=None:
+                        calls.append((only, setup)))
     assert cli.main(["up", "--backend", "local", "--only", "tuned"], host=host) == 0
-    assert cli.main(["up", "--backend", "local"], host=host) == 0
-    assert calls == ["tuned", None]
+    assert cli.main(["up", "--backend", "local", "--memory", "vm", "--swap", "64"], host=host) == 0
+    assert calls == [("tuned", lifecycle.MachineSetup()), (None, lifecycle.MachineSetup(memory="vm", swap_mib=64))]
 
 
 def test_jmeter_after_an_option_is_refused_not_taken_for_another_command(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -793,48 +793,6 @@ def test_a_loadgen_groups_engine_is_provisioned_by_its_role_and_loads_both_machi
     assert (host.root / "jmeter-engine" / "work" / "jmeter-engine.log").stat().st_uid == pwd.getpwnam(LAB_USER).pw_uid
 
 
-def test_tls_at_httpd_serves_a_certificate_of_the_labs_authority_and_jmeter_loads_through_it(status, tmp_path):
-    # The write-up's HTTPD terminated TLS: httpd_tls_enabled (here on the tuned machine) makes the lab's certificate
-    # authority and the machine's certificate on this host, and clients (status, JMeter) then use https://.
-    from lab import status as observing
-    from lab.machines import manifest
-    knobs = tmp_path / "tls.yml"
-    knobs.write_text("httpd_tls_enabled: true\nhttpd_tls_session_cache: shmcb\n")
-    address = status["machines"]["tuned"]["address"]
-    try:
-        first = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned", extra_vars=knobs)
-        assert first.returncode == 0, _tail(first.log, 40)
-        again = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned", extra_vars=knobs)
-        assert again.returncode == 0 and again.changed == {"tuned": 0}, _tail(again.log, 60)   # made once
-        wiring = manifest.read("tuned")
-        assert wiring.base_url == f"https://{address}" and wiring.tls_port == 443
-        ca = Path(wiring.tls_ca)
-        assert ca.is_file() and stat.S_IMODE((ca.parent / "ca.key").stat().st_mode) == 0o600
-        # A real handshake: the certificate chains to the lab's authority and names the machine's address
-        handshake = subprocess.run(["openssl", "s_client", "-connect", f"{address}:443", "-CAfile", str(ca),
-                                    "-verify_return_error", "-verify_ip", address, "-brief"],
-                                   input="", capture_output=True, text=True, timeout=60)
-        assert handshake.returncode == 0 and "Verification: OK" in handshake.stderr, handshake.stderr
-        # ... and fails against another authority
-        stranger = subprocess.run(["openssl", "s_client", "-connect", f"{address}:443", "-CAfile",
-                                   "/etc/ssl/certs/ca-certificates.crt", "-verify_return_error", "-brief"],
-                                  input="", capture_output=True, text=True, timeout=60)
-        assert stranger.returncode != 0 and "verify error" in stranger.stderr, stranger.stderr
-        observed = observing.observe(LocalBackend(), "tuned")
-        assert observed["url"] == f"https://{address}/svc/camel/mock" and observed["http_status"] == 200
-        # JMeter through TLS (it accepts any certificate: the handshake above is the check), keep-alive off
-        profile = load.LoadProfile(users=2, ramp_s=1, duration_s=10, keep_alive=False)
-        result = load.run({"tuned": wiring.base_url}, profile, tmp_path / "jmeter", path=wiring.service_path)
-        with result.results["tuned"].open(newline="") as stream:
-            rows = list(csv.DictReader(stream))
-        assert rows and {row["responseCode"] for row in rows} == {"200"}
-        assert {row["URL"] for row in rows} == {f"https://{address}/svc/camel/mock"}
-    finally:
-        restored = provision.run_playbook(LocalBackend.inventory, tmp_path, limit="tuned")
-    assert restored.returncode == 0, _tail(restored.log, 40)
-    assert manifest.read("tuned").base_url == f"http://{address}"
-
-
 def test_several_reads_go_through_ansibles_command_module_in_one_command(status):
     # VMs and SSH hosts are observed through Ansible's command module, several URLs per command (each command is
     # an SSH round trip there). The local inventory's connection runs that same module on this host, so the URLs
@@ -871,6 +829,73 @@ def test_another_checkout_cannot_touch_the_lab_that_is_up(status, tmp_path):
     assert start("status", timeout=120).returncode == 0
 
 
+def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memory_then_its_scenario_runs(
+        status, tmp_path):
+    # Last before down (which must then remove the swap file and the profile): `up --profile 2018` re-provisions
+    # both machines with ansible/profiles/2018.yml (TLS at HTTPD with the lab's own authority, the verbose audit
+    # log, the single-threaded backend) and gives them the memory a 512 MB VM leaves, with swap of the lab's own.
+    from lab import profiles
+    from lab.machines import manifest
+    up = start("up", "--profile", "2018", "--memory", "vm", "--swap", "256", timeout=900)
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert "machine profile: 2018 (ansible/profiles/2018.yml)" in up.stderr
+    assert re.search(r"changed: default [1-9]\d*, tuned [1-9]\d*", up.stderr), up.stderr[-2000:]
+    backend = LocalBackend()
+    swaps = Path("/proc/swaps").read_text()
+    assert str(backend.swapfile) in swaps and backend.swapfile.stat().st_size == 2 * 256 * MiB, swaps
+    for name, m in backend.machines.items():
+        cgroup = local.status(m)["cgroup"]
+        assert (cgroup["memory_limit_bytes"], cgroup["swap_limit_bytes"]) == (397 * MiB, 256 * MiB), (name, cgroup)
+        wiring = manifest.read(name)
+        assert wiring.base_url == f"https://{wiring.address}" and wiring.tls_port == 443
+    # A real handshake: the certificate chains to the lab's authority and names the machine's address ...
+    wiring = manifest.read("tuned")
+    ca, address = Path(wiring.tls_ca), wiring.address
+    assert ca.is_file() and stat.S_IMODE((ca.parent / "ca.key").stat().st_mode) == 0o600
+    handshake = subprocess.run(["openssl", "s_client", "-connect", f"{address}:443", "-CAfile", str(ca),
+                                "-verify_return_error", "-verify_ip", address, "-brief"],
+                               input="", capture_output=True, text=True, timeout=60)
+    assert handshake.returncode == 0 and "Verification: OK" in handshake.stderr, handshake.stderr
+    # ... and fails against another authority
+    stranger = subprocess.run(["openssl", "s_client", "-connect", f"{address}:443", "-CAfile",
+                               "/etc/ssl/certs/ca-certificates.crt", "-verify_return_error", "-brief"],
+                              input="", capture_output=True, text=True, timeout=60)
+    assert stranger.returncode != 0 and "verify error" in stranger.stderr, stranger.stderr
+
+    # The shipped 2018 scenario wants 1 GiB of swap: machines brought up otherwise are refused, naming the fix.
+    refused = start("run", "--scenario", "2018", timeout=120)
+    assert refused.returncode == 1 and "1024 MiB of swap, they have 256" in refused.stderr, refused.stderr
+    assert "./start.sh up --profile 2018 --memory vm --swap 1024 first" in refused.stderr
+    # Its load, short: keep-alive off and 10 s timeouts, over TLS, against the machines as they are.
+    mine = tmp_path / "2018-short.yaml"
+    original = yaml.safe_load((REPO / "jmeter" / "scenarios" / "2018.yaml").read_text())
+    mine.write_text(yaml.safe_dump({**original, "load": {**original["load"], "users": 5, "ramp_s": 5,
+                                                          "duration_s": 40},
+                                    "machines": {**original["machines"], "swap_mib": 256}}))
+    run = start("run", "--scenario", str(mine), timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = RunFolder(Path(re.search(r"Run folder: (\S+)", run.stderr)[1]))
+    data = json.loads(folder.run_json.read_text())
+    assert data["machine_profile"]["name"] == "2018" and data["machine_profile"]["variables"]["httpd_tls_enabled"]
+    assert data["memory_model"]["name"] == "vm" and data["memory_model"]["swap_mib"] == 256
+    assert "memory model vm" in data["backend_note"]
+    assert data["profile"]["keep_alive"] is False and data["profile"]["connect_timeout_ms"] == 10000
+    machine_knobs = json.loads((folder.root / "knobs.json").read_text())
+    for name in ("default", "tuned"):
+        with (folder.root / "jmeter" / name / "results.csv").open(newline="") as stream:
+            rows = list(csv.DictReader(stream))
+        assert rows and {row["responseCode"] for row in rows} == {"200"}, name
+        assert {row["URL"] for row in rows} == {manifest.read(name).service_url}
+        assert manifest.read(name).service_url.startswith("https://")
+        knobs = machine_knobs[name]
+        assert knobs["httpd_tls_enabled"] is True and knobs["camel_app_audit_backend_body"] is True, name
+        # the audit load: the backend's whole body (its "filler" field) is in the service's log on every request
+        logs = sorted((folder.root / "machines" / name / "logs").glob("app*.log"))
+        assert logs and '"filler"' in logs[-1].read_text(errors="replace"), name
+    assert "memory model vm" in (folder.root / "report" / "index.html").read_text()
+    assert profiles.active() is not None
+
+
 def test_down_leaves_nothing(status):
     result = start("down", timeout=300)
     assert result.returncode == 0, result.stderr
@@ -886,3 +911,6 @@ def test_down_leaves_nothing(status):
     assert not LOCAL_ROOT.exists()
     assert subprocess.run(["id", LAB_USER], capture_output=True).returncode != 0
     assert HostLab().owner() is None       # nothing is up: the next start.sh chooses afresh
+    assert "camel-tuning-lab" not in Path("/proc/swaps").read_text()     # the 2018 test's swap file is gone
+    from lab import profiles
+    assert profiles.active() is None

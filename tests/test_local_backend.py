@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 from conftest import http_get, wait_for  # noqa: E402
 from lab import placement  # noqa: E402
 from lab.machines import local  # noqa: E402
-from lab.machines.local import LocalBackendError, Machine, lifecycle, network  # noqa: E402
+from lab.machines.local import LocalBackendError, Machine, lifecycle, network, swap  # noqa: E402
 from lab.machines.local import machine as local_machine  # noqa: E402
 
 PREFIX = "ctlt"
@@ -160,6 +160,37 @@ def test_memory_limit_is_enforced_and_reported(make_machine) -> None:
     big = allocate(200)
     assert big.returncode == -signal.SIGKILL, big  # the OOM killer, not a MemoryError
     assert local.status(m)["supervisord"]["running"]
+
+
+def test_a_memory_model_with_swap_lets_the_machine_swap_up_to_its_share_of_the_labs_swap_file(
+        make_machine, tmp_path: Path) -> None:
+    # The kernel's swap is the lab's own file; the cgroup may use swap_mb of it, no more.
+    swapfile = tmp_path / "swapfile"
+    swap.ensure(swapfile, 128)
+    try:
+        assert swap.active(swapfile) and swapfile.stat().st_mode & 0o777 == 0o600
+        swap.ensure(swapfile, 128)          # idempotent: the same file, still on
+        assert swap.active(swapfile)
+        m = make_machine("t2", 202, memory_mb=64, swap_mb=64)
+        local.up(m)
+        st = local.status(m)
+        assert (st["cgroup"]["memory_limit_bytes"], st["cgroup"]["swap_limit_bytes"]) == (64 * MiB, 64 * MiB)
+        if st["cgroup"]["version"] == 1:
+            memory = Path(next(p for p in st["cgroup"]["paths"] if "memory" in p))
+            assert int((memory / "memory.memsw.limit_in_bytes").read_text()) == 128 * MiB
+            assert (memory / "memory.swappiness").read_text().strip() == "60"
+
+        def allocate(mb: int) -> subprocess.CompletedProcess:
+            code = f"b = b'x' * ({mb} * 1024 * 1024); print(len(b))"
+            return local.run_in(m, [SYSTEM_PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+        over_memory = allocate(90)      # more than its memory, less than memory and swap: swapped, not killed
+        assert over_memory.returncode == 0 and over_memory.stdout.strip() == str(90 * MiB), over_memory
+        over_both = allocate(200)
+        assert over_both.returncode == -signal.SIGKILL, over_both
+    finally:
+        local.down(m) if "m" in locals() else None
+        swap.remove(swapfile)
+    assert not swap.active(swapfile) and not swapfile.exists()
 
 
 def _allowed_cpus(m: Machine) -> str:
@@ -356,8 +387,8 @@ def test_cgroup_v2_writes_against_a_fake_root(tmp_path: Path) -> None:
     launcher = network._launcher(m, cgroup, ["true"])
     assert f"echo $$ > {leaf / 'cgroup.procs'}" in launcher[2]
     st = local.status(m, cgroups=layout)
-    assert st["cgroup"] == {"version": 2, "paths": [str(leaf)], "memory_limit_bytes": 512 * MiB, "cpu_quota": 2.0,
-                            "cpus": None}
+    assert st["cgroup"] == {"version": 2, "paths": [str(leaf)], "memory_limit_bytes": 512 * MiB,
+                            "swap_limit_bytes": 0, "cpu_quota": 2.0, "cpus": None}
 
     # As the kernel shows them once enabled: no rewrite. New limits are applied on the next create.
     (root / "cgroup.subtree_control").write_text("cpu memory\n")

@@ -242,3 +242,16 @@ def test_requests_that_failed_on_the_load_generator_itself_make_the_run_load_gen
     judged = verdict.judge(summary(tuned=few), csv_path)
     assert judged["verdict"] == "valid" and "3 requests failed on JMeter itself (under 0.1%)" in \
         judged["machines"]["tuned"]["checked"]
+
+
+def test_a_machine_at_its_limit_with_swap_is_said_to_swap_not_to_be_one_burst_from_the_oom_killer(tmp_path: Path):
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    at_limit = summary(tuned=machine(peak=397 * MIB, limit=397 * MIB))
+    without = verdict.judge(at_limit, csv_path)["machines"]["tuned"]["findings"][0]["sentence"]
+    assert "one burst from the OOM killer" in without
+    at_limit["run"]["memory_model"] = {"name": "vm", "swap_mib": 1024, "limit_mib": 397}
+    judged = verdict.judge(at_limit, csv_path)
+    assert judged["verdict"] == "memory-bound"
+    sentence = judged["machines"]["tuned"]["findings"][0]["sentence"]
+    assert "peaked at 100% of its 397 MiB memory limit: past it the machine swaps" in sentence
+    assert "1024 MiB of swap" in sentence and "OOM killer" not in sentence

@@ -93,6 +93,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         "run": {"run_id": run.get("run_id") or folder.run_id, "backend": backend,
                 "backend_note": run.get("backend_note") or (status or {}).get("note"),
                 "backend_emulated": run.get("backend_emulated"),
+                "memory_model": run.get("memory_model"), "machine_profile": run.get("machine_profile"),
                 "schedule": run.get("schedule"), "profile": profile, "started_at": started, "ended_at": ended,
                 "duration_s": round(ended - started, 3) if started is not None and ended is not None else None,
                 "interrupted": run.get("interrupted"),

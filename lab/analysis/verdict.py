@@ -47,7 +47,8 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
     for name in MACHINES:
         entry = (summary.get("machines") or {}).get(name) or {}
         limits = ((summary.get("limits") or {}).get("machines") or {}).get(name)
-        machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"), limits)
+        machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"), limits,
+                                        swap_mib=number((run.get("memory_model") or {}).get("swap_mib")) or 0)
         if entry.get("load") and (run.get("load_generator") or {}).get("engines_sampled") is False:
             # Engines on other hosts (the ssh and Vagrant backends' loadgen group): their CPU is not recorded.
             machines[name]["unchecked"].append("the CPU of the JMeter engines on other hosts (the lab does not "
@@ -82,7 +83,7 @@ def _rank(finding: dict) -> float:
 
 
 def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], schedule: str | None,
-                   limits: dict | None = None) -> dict:
+                   limits: dict | None = None, swap_mib: float = 0) -> dict:
     findings: list[dict] = []
     checked: list[str] = []
     unchecked: list[str] = []
@@ -144,6 +145,8 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                              "sentence": f"{name} peaked at {peak / limit:.0%} of its {mib(limit)} memory limit"
                                          + (f", and the kernel's OOM killer struck {int(kills)} time(s): its figures "
                                             "past that point are of a machine restarting its processes." if kills else
+                                            f": past it the machine swaps (its memory model gives it {swap_mib:.0f} MiB "
+                                            "of swap), so its figures include the cost of swapping." if swap_mib else
                                             ": it held this load one burst from the OOM killer, so its figures hold "
                                             "only up to this load.")})
         else:

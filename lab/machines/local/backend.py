@@ -11,7 +11,7 @@ from lab import placement
 from lab.hostlab import remove_if_empty
 from lab.load.engines import Engines
 from lab.machines import MACHINES, manifest
-from lab.machines.local import loadgen
+from lab.machines.local import loadgen, memory, swap
 from lab.machines.local.cgroups import Cgroup, detect_cgroups
 from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
 from lab.machines.local.machine import machines
@@ -28,23 +28,50 @@ class LocalBackend:
     engine_hosts: tuple[str, ...] = ()      # which is this backend's own, not the playbook's
     service_manager = "supervisord"
     inventory = INVENTORIES / "local" / "hosts.yml"
-    emulation_note = ("local backend: both machines share this host's kernel and cores; each is limited to "
-                      "512 MiB and 2 CPUs by a cgroup, but they compete for the same physical CPUs")
 
     def __init__(self, root: Path = LOCAL_ROOT) -> None:
+        self.root = Path(root)
+        # The memory model the machines were brought up with (up --memory/--swap), else the default one.
+        self.memory = memory.read(self.memory_file) or memory.MemoryModel()
         # CPUs of their own when the host has enough (lab/placement.py), else the machines share them.
         where = placement.for_backend(self.name)
-        self.machines = machines(root, {name: where.cpus[name] for name in MACHINES} if where.dedicated else None)
-        self.loadgen = loadgen.loadgen_machine(root, where.cpus[placement.LOADGEN], pinned=where.dedicated)
+        self._cpusets = {name: where.cpus[name] for name in MACHINES} if where.dedicated else None
+        self.machines = machines(self.root, self._cpusets, self.memory)
+        self.loadgen = loadgen.loadgen_machine(self.root, where.cpus[placement.LOADGEN], pinned=where.dedicated)
+
+    @property
+    def memory_file(self) -> Path:
+        return self.root / "memory.json"
+
+    @property
+    def swapfile(self) -> Path:
+        return self.root / "swapfile"
+
+    @property
+    def emulation_note(self) -> str:
+        return ("local backend: both machines share this host's kernel and cores; each is limited by a cgroup to "
+                f"2 CPUs, which they compete for, and to its memory ({self.memory.describe()})")
+
+    def use_memory(self, model: memory.MemoryModel) -> None:
+        """The memory model the next up gives the machines (and records for status and run)."""
+        self.memory = model
+        self.machines = machines(self.root, self._cpusets, model)
 
     def up(self) -> None:
+        if self.memory.swap_mib:        # both machines' swap, which the kernel must have
+            swap.ensure(self.swapfile, self.memory.swap_mib * len(self.machines))
+        memory.write(self.memory_file, self.memory)
         for machine in self.machines.values():
             up(machine)
+        if not self.memory.swap_mib:
+            swap.remove(self.swapfile)
 
     def down(self) -> None:
         loadgen.remove(self.loadgen)
         for machine in self.machines.values():
             down(machine)
+        swap.remove(self.swapfile)
+        self.memory_file.unlink(missing_ok=True)
         # The account the playbook created on this host for the machines' processes.
         known = [m for m in (manifest.read_or_none(name) for name in self.machines) if m]
         user = known[0].user if known else str(manifest.role_default("lab", "lab_user"))

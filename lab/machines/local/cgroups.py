@@ -153,16 +153,22 @@ class Cgroup:
                 raise LocalBackendError(f"cannot create cgroup {path}: {error.strerror or error}") from error
         memory = self.memory_dir
         memsw = memory / "memory.memsw.limit_in_bytes"
-        limit = str(m.memory_limit_bytes)
-        # The kernel keeps memory.limit_in_bytes <= memory.memsw.limit_in_bytes: raise memsw first.
-        current_memsw = _read(memsw) if memsw.exists() else None
-        if current_memsw is not None and int(current_memsw) < m.memory_limit_bytes:
-            _write(memsw, limit)
-        _write(memory / "memory.limit_in_bytes", limit)
-        if memsw.exists():
-            _write(memsw, limit)
+        limit, with_swap = m.memory_limit_bytes, m.memory_limit_bytes + m.swap_limit_bytes
+        if m.swap_mb and not memsw.exists():
+            raise LocalBackendError(f"machine {m.name} is to have {m.swap_mb} MiB of swap, but this kernel does no "
+                                    "swap accounting (no memory.memsw.limit_in_bytes: boot with swapaccount=1), so "
+                                    "its cgroup could not be limited to it: ./start.sh up --swap 0")
         if (memory / "memory.swappiness").exists():
-            _write(memory / "memory.swappiness", "0")
+            # 60: the kernel's default, as in a VM with swap; 0: none. Before a lower limit, which may have to swap.
+            _write(memory / "memory.swappiness", "60" if m.swap_mb else "0")
+        # The kernel keeps memory.limit_in_bytes <= memory.memsw.limit_in_bytes: a raise of memsw comes first (and
+        # lets a lowered memory limit swap).
+        current_memsw = _read(memsw) if memsw.exists() else None
+        if current_memsw is not None and int(current_memsw) < with_swap:
+            _write(memsw, str(with_swap))
+        _lower_v1(memory / "memory.limit_in_bytes", limit)
+        if memsw.exists():
+            _write(memsw, str(with_swap))
         cpu = self.cpu_dir
         if cpu is not None:
             _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
@@ -222,12 +228,14 @@ class Cgroup:
             leaf.mkdir(exist_ok=True)
         except OSError as error:
             raise LocalBackendError(f"cannot create cgroup {leaf}: {error.strerror or error}") from error
-        _write(leaf / "memory.max", str(m.memory_limit_bytes))
         try:  # absent when the kernel does no swap accounting: then there is nothing to forbid
             with open(leaf / "memory.swap.max", "w") as sink:
-                sink.write("0")
+                sink.write(str(m.swap_limit_bytes))
         except OSError:
-            pass
+            if m.swap_mb:
+                raise LocalBackendError(f"machine {m.name} is to have {m.swap_mb} MiB of swap, but {leaf} has no "
+                                        "memory.swap.max (no swap accounting): ./start.sh up --swap 0") from None
+        _write(leaf / "memory.max", str(m.memory_limit_bytes))      # after swap.max: a lower limit may swap
         if "cpu" in wanted:
             _write(leaf / "cpu.max", f"{m.cpu_quota_us} {CPU_PERIOD_US}")
         if m.cpuset:
@@ -240,6 +248,14 @@ class Cgroup:
             return int(value) if value and value != "max" else None
         value = _read(self.memory_dir / "memory.limit_in_bytes")
         return int(value) if value and int(value) < _UNLIMITED_V1 else None
+
+    def swap_limit_bytes(self) -> int | None:
+        """The swap the cgroup may use; None when unlimited or not accounted."""
+        if self.layout.version == 2:
+            value = _read(self.memory_dir / "memory.swap.max")
+            return int(value) if value and value != "max" else None
+        both, memory = _read(self.memory_dir / "memory.memsw.limit_in_bytes"), self.memory_limit_bytes()
+        return int(both) - memory if both and int(both) < _UNLIMITED_V1 and memory is not None else None
 
     def cpu_quota(self) -> float | None:
         cpu = self.cpu_dir
@@ -292,3 +308,25 @@ class Cgroup:
             except OSError:
                 pass
 
+
+LOWER_STEP = 16 * 1024 * 1024
+
+
+def _lower_v1(path: Path, limit: int) -> None:
+    """A v1 memory limit, lowered in steps when the cgroup uses more: the kernel reclaims (or swaps) only so much
+    per write before it answers EBUSY (a running machine given a smaller memory model)."""
+    try:
+        _write(path, str(limit))
+        return
+    except LocalBackendError:
+        usage = _read(path.with_name("memory.usage_in_bytes"))
+        if not usage:
+            raise
+    for target in range(int(usage) - LOWER_STEP, limit, -LOWER_STEP):
+        for _ in range(3):
+            try:
+                _write(path, str(target))
+                break
+            except LocalBackendError:
+                time.sleep(0.2)
+    _write(path, str(limit))

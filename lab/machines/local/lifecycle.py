@@ -204,6 +204,7 @@ def status(m: Machine, *, cgroups: CgroupLayout | None = None) -> dict:
             "version": layout.version,
             "paths": [str(path) for path in cgroup.paths if path.is_dir()],
             "memory_limit_bytes": cgroup.memory_limit_bytes() if exists else None,
+            "swap_limit_bytes": cgroup.swap_limit_bytes() if exists else None,
             "cpu_quota": cgroup.cpu_quota() if exists else None,
             "cpus": cgroup.cpuset() if exists else None,
         },

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.machines import MACHINES
+from lab.machines.local.memory import MemoryModel
 
 NETNS_DIR = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -57,6 +58,7 @@ class Machine:
     root: Path
     memory_mb: int = 512
     cpus: float = 2.0
+    swap_mb: int = 0                        # swap its cgroup may use (the memory model's)
     prefix: str = "ctlab"
     cpuset: tuple[int, ...] = ()            # CPUs of its own (a cpuset), when the placement gives it some
 
@@ -73,8 +75,8 @@ class Machine:
             raise LocalBackendError(f"machine index {self.index} must be within 1..254 (subnet 10.213.<index>.0/30)")
         if not self.root.is_absolute() or self.root == Path("/"):
             raise LocalBackendError(f"machine root {self.root} must be an absolute directory other than /")
-        if self.memory_mb <= 0 or self.cpus <= 0:
-            raise LocalBackendError(f"machine {self.name}: memory_mb and cpus must be positive")
+        if self.memory_mb <= 0 or self.cpus <= 0 or self.swap_mb < 0:
+            raise LocalBackendError(f"machine {self.name}: memory_mb and cpus must be positive, swap_mb not negative")
 
     @property
     def host_address(self) -> str:
@@ -133,14 +135,21 @@ class Machine:
         return self.memory_mb * 1024 * 1024
 
     @property
+    def swap_limit_bytes(self) -> int:
+        return self.swap_mb * 1024 * 1024
+
+    @property
     def cpu_quota_us(self) -> int:
         return int(round(self.cpus * CPU_PERIOD_US))
 
 
-def machines(root: Path, cpusets: dict[str, tuple[int, ...]] | None = None) -> dict[str, Machine]:
-    """The lab's two machines, under ``root/machines/<name>``, each pinned to its CPUs in cpusets if any."""
-    root = Path(root)
-    return {name: Machine(name, index, root / "machines" / name, cpuset=tuple((cpusets or {}).get(name, ())))
+def machines(root: Path, cpusets: dict[str, tuple[int, ...]] | None = None,
+             memory: MemoryModel | None = None) -> dict[str, Machine]:
+    """The lab's two machines, under ``root/machines/<name>``, each pinned to its CPUs in cpusets if any, with
+    the memory model's limit and swap."""
+    root, memory = Path(root), memory or MemoryModel()
+    return {name: Machine(name, index, root / "machines" / name, memory_mb=memory.limit_mib, swap_mb=memory.swap_mib,
+                          cpuset=tuple((cpusets or {}).get(name, ())))
             for index, name in enumerate(MACHINES, start=1)}
 
 

@@ -1,0 +1,182 @@
+"""Machine profiles and the local backend's memory model: what a scenario or `up` asks of the machines
+beyond their knobs, checked before anything starts, recorded for every playbook run that follows, and
+refused by a run whose scenario wants other machines."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from lab import cli, knobs, lifecycle, profiles, provision, scenario
+from lab.errors import StepFailed
+from lab.machines.local import memory
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def record(tmp_path: Path, monkeypatch) -> Path:
+    path = tmp_path / "machine-profile.json"
+    monkeypatch.setattr(profiles, "ACTIVE", path)
+    return path
+
+
+def test_the_2018_profile_sets_only_declared_knobs_alike_for_both_machines():
+    profile = profiles.find("2018")
+    variables = profile.variables()
+    assert profile.file == REPO / "ansible" / "profiles" / "2018.yml"
+    assert set(variables) <= knobs.declared_variables(REPO / "ansible")
+    assert variables["httpd_tls_enabled"] is True and variables["mock_service_max_concurrency"] == 1
+    assert all(variables[f"camel_app_audit_{what}"] is True for what in ("headers", "backend_body", "pretty_reply"))
+    # the tuning stays in host_vars: a profile never sets a knob the two machines differ by
+    default, tuned = (knobs.load_vars(REPO / "ansible" / "host_vars" / f"{name}.yml") for name in ("default", "tuned"))
+    tuning = {key for key in default.keys() | tuned.keys() if default.get(key) != tuned.get(key)}
+    assert not tuning & set(variables)
+
+
+def test_a_profile_is_recorded_passed_last_to_the_playbook_and_forgotten(record: Path, tmp_path: Path):
+    assert profiles.active() is None and profiles.extra_vars() == []
+    chosen = profiles.choose("2018")
+    assert profiles.active() == chosen and json.loads(record.read_text())["name"] == "2018"
+    assert profiles.extra_vars() == ["--extra-vars", f"@{chosen.file}"]
+    assert profiles.choose(profiles.NONE) is None and not record.exists()
+    profiles.choose("2018")
+    profiles.forget()
+    assert profiles.active() is None
+    record.write_text("{not json")
+    with pytest.raises(StepFailed, match="unreadable"):
+        profiles.active()
+
+
+def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path, tmp_path: Path, monkeypatch):
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def popen(command, **kwargs):
+        seen.append(command)
+        raise Stop
+    monkeypatch.setattr(provision.subprocess, "Popen", popen)
+    profiles.choose("2018")
+    with pytest.raises(Stop):
+        provision.run_playbook(tmp_path / "hosts.yml", tmp_path, limit="tuned", extra_vars=tmp_path / "aa.yml",
+                               variables={"x": 1})
+    assert seen[0][-2:] == ["--extra-vars", f"@{profiles.find('2018').file}"]
+    assert seen[0].index(f"@{tmp_path / 'aa.yml'}") < len(seen[0]) - 1
+
+
+@pytest.mark.parametrize("text, message", [
+    ("httpd_tls_enabled: true\nhttpd_tls_enabld: true\n", "no role declares httpd_tls_enabld"),
+    ("- a list\n", "must be a mapping of role variables"),
+])
+def test_a_profile_of_the_users_is_checked_before_anything_starts(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "mine.yml"
+    path.write_text(text)
+    with pytest.raises(StepFailed) as caught:
+        profiles.find(str(path))
+    assert str(caught.value).startswith(f"--profile {path}: ") and message in str(caught.value)
+    with pytest.raises(StepFailed, match="no shipped profile of that name .*shipped: 2018"):
+        profiles.find("2019")
+
+
+def test_the_memory_models_limit_swap_and_description_are_checked_and_kept(tmp_path: Path):
+    vm = memory.MemoryModel("vm", 1024)
+    assert (vm.limit_mib, memory.MemoryModel().limit_mib) == (memory.VM_AVAILABLE_MIB, memory.VM_RAM_MIB)
+    assert "397 MiB" in vm.describe() and "1024 MiB of swap" in vm.describe()
+    assert "no swap" in memory.MemoryModel("whole").describe()
+    with pytest.raises(StepFailed, match="--memory vmm: not a memory model"):
+        memory.MemoryModel("vmm")
+    with pytest.raises(StepFailed, match="--swap -1"):
+        memory.MemoryModel("vm", -1)
+    path = tmp_path / "memory.json"
+    assert memory.read(path) is None
+    memory.write(path, vm)
+    assert memory.read(path) == vm
+    path.write_text('{"name": "big"}')
+    with pytest.raises(StepFailed, match="unreadable"):
+        memory.read(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("machines: {profile: 2019}\n", "machines: --profile 2019: no shipped profile"),
+    ("machines: {memory: huge}\n", "machines: --memory huge: not a memory model"),
+    ("machines: {swap_mib: lots}\n", "machines.swap_mib: must be an integer"),
+    ("machines: {cpus: 4}\n", "machines.cpus: unknown field"),
+    ("machines: [vm]\n", "machines: must be a mapping"),
+])
+def test_a_scenarios_machines_are_checked(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    with pytest.raises(StepFailed) as caught:
+        scenario.load(path, "mine.yaml")
+    assert message in str(caught.value), str(caught.value)
+
+
+def test_the_2018_scenario_asks_for_its_profile_a_vms_memory_and_swap():
+    assert scenario.load(scenario.find("2018")).machines == {"profile": "2018", "memory": "vm", "swap_mib": 1024}
+
+
+class _Local:
+    name = "local"
+
+    def __init__(self, model: memory.MemoryModel) -> None:
+        self.memory = model
+
+    def use_memory(self, model: memory.MemoryModel) -> None:
+        self.memory = model
+
+
+def test_setup_takes_the_options_then_the_scenario_and_refuses_memory_on_a_vm(record: Path):
+    args = argparse.Namespace(profile=None, memory=None, swap_mib=None)
+    wanted = {"profile": "2018", "memory": "vm", "swap_mib": 1024}
+    assert lifecycle.MachineSetup.of(args, wanted) == lifecycle.MachineSetup("2018", "vm", 1024)
+    args.swap_mib = 0
+    setup = lifecycle.MachineSetup.of(args, wanted)
+    backend = _Local(memory.MemoryModel())
+    setup.check(backend)
+    setup.apply(backend)
+    assert backend.memory == memory.MemoryModel("vm", 0) and profiles.active().name == "2018"
+    # nothing given: the machines keep what they have
+    lifecycle.MachineSetup().apply(backend)
+    assert backend.memory == memory.MemoryModel("vm", 0) and profiles.active().name == "2018"
+    vagrant = argparse.Namespace(name="vagrant")
+    with pytest.raises(StepFailed, match="the vagrant backend's machines have the memory their host or VM has"):
+        lifecycle.MachineSetup(memory="vm").check(vagrant)
+    lifecycle.MachineSetup(profile="2018").check(vagrant)
+
+
+def test_a_run_of_a_scenario_refuses_machines_brought_up_otherwise(record: Path):
+    wanted = {"profile": "2018", "memory": "vm", "swap_mib": 1024}
+    backend = _Local(memory.MemoryModel("whole", 0))
+    with pytest.raises(StepFailed) as caught:
+        lifecycle.check_machines(backend, wanted, "2018")
+    message = str(caught.value)
+    assert "the profile 2018, they have none" in message and "the memory model vm, they have whole" in message
+    assert "./start.sh up --profile 2018 --memory vm --swap 1024 first" in message
+    profiles.choose("2018")
+    lifecycle.check_machines(_Local(memory.MemoryModel("vm", 1024)), wanted, "2018")
+
+
+def test_the_bare_command_with_a_profile_runs_the_scenario_of_that_name(record: Path, monkeypatch):
+    taken = {}
+    monkeypatch.setattr(cli, "_change", lambda args, backend, host, plan, setup: taken.update(plan=plan, setup=setup)
+                        or 0)
+    monkeypatch.setattr(cli.choose, "choose", lambda name, inventory: _Local(memory.MemoryModel()))
+
+    class Host:
+        def check(self, command, backend):
+            pass
+
+        def busy(self, line):
+            import contextlib
+            return contextlib.nullcontext()
+    monkeypatch.setattr(cli.runfolder, "check_free_space", lambda needed: None)
+    assert cli.main(["--backend", "local", "--profile", "2018"], host=Host()) == 0
+    assert taken["plan"].scenario and taken["plan"].profile.keep_alive is False
+    assert taken["setup"] == lifecycle.MachineSetup("2018", "vm", 1024)
+    assert cli.main(["--backend", "local", "--profile", "2018", "--swap", "0"], host=Host()) == 0
+    assert taken["setup"] == lifecycle.MachineSetup("2018", "vm", 0)
