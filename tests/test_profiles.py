@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 from lab import cli, knobs, lifecycle, profiles, provision, scenario
-from lab.errors import StepFailed
+from lab.errors import LabError, StepFailed
 from lab.machines.local import memory
 
 pytestmark = pytest.mark.fast
@@ -180,3 +180,19 @@ def test_the_bare_command_with_a_profile_runs_the_scenario_of_that_name(record: 
     assert taken["setup"] == lifecycle.MachineSetup("2018", "vm", 1024)
     assert cli.main(["--backend", "local", "--profile", "2018", "--swap", "0"], host=Host()) == 0
     assert taken["setup"] == lifecycle.MachineSetup("2018", "vm", 0)
+
+
+def test_less_swap_for_machines_that_are_up_is_refused_before_anything_changes(tmp_path: Path, monkeypatch):
+    from lab.machines.local import backend as local_backend
+    from lab.machines.local import machine as local_machine
+    monkeypatch.setattr(local_machine.Machine, "netns_path", property(lambda self: tmp_path / self.netns))
+    made = local_backend.LocalBackend(root=tmp_path)
+    memory.write(made.memory_file, memory.MemoryModel("vm", 1024))
+    (tmp_path / "ctlab-tuned").touch()          # a machine is up
+    monkeypatch.setattr(local_backend, "up", lambda machine: pytest.fail("nothing may change"))
+    made = local_backend.LocalBackend(root=tmp_path)
+    assert made.memory == memory.MemoryModel("vm", 1024)
+    made.use_memory(memory.MemoryModel("whole", 0))
+    with pytest.raises(LabError, match="--swap 0: the machines are up with 1024 MiB of swap.*./start.sh down, then"):
+        made.up()
+    assert memory.read(made.memory_file) == memory.MemoryModel("vm", 1024)

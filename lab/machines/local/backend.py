@@ -14,7 +14,7 @@ from lab.machines import MACHINES, manifest
 from lab.machines.local import loadgen, memory, swap
 from lab.machines.local.cgroups import Cgroup, detect_cgroups
 from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
-from lab.machines.local.machine import machines
+from lab.machines.local.machine import LocalBackendError, machines
 from lab.machines.local.network import _enter_netns, run_in
 from lab.machines.protocol import Pulled, copy_no_follow
 from lab.paths import INVENTORIES, LOCAL_ROOT
@@ -58,6 +58,12 @@ class LocalBackend:
         self.machines = machines(self.root, self._cpusets, model)
 
     def up(self) -> None:
+        before = memory.read(self.memory_file)
+        if before and self.memory.swap_mib < before.swap_mib and any(m.netns_path.exists() for m in self.machines.values()):
+            # Their swapped pages would have to come back into memory they may not have.
+            raise LocalBackendError(f"--swap {self.memory.swap_mib}: the machines are up with {before.swap_mib} MiB of "
+                                    "swap, which their processes may be using; less swap needs them stopped first: "
+                                    f"./start.sh down, then ./start.sh up --swap {self.memory.swap_mib}")
         if self.memory.swap_mib:        # both machines' swap, which the kernel must have
             swap.ensure(self.swapfile, self.memory.swap_mib * len(self.machines))
         memory.write(self.memory_file, self.memory)
