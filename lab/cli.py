@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             runfolder.check_free_space(plan.repeat * (load.run_folder_bytes(plan.profile) + (
                 2 * load.run_folder_bytes(limits.profile_for(plan.profile)) if plan.host_limits else 0)))
         backend = choose.choose(args.backend, args.inventory)
-        setup = lifecycle.MachineSetup.of(args, plan.machines if plan and args.command is None else None)
+        setup = lifecycle.MachineSetup.of(args, plan.machines if plan and args.command is None else None, backend)
         setup.check(backend)
         if args.command == "status":
             return show_status(backend, args.json)

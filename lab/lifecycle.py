@@ -88,9 +88,11 @@ class MachineSetup:
     swap_mib: int | None = None
 
     @classmethod
-    def of(cls, args: argparse.Namespace, wanted: dict | None) -> MachineSetup:
-        """The options given, else what the scenario asks (wanted: its machines: field)."""
-        wanted = wanted or {}
+    def of(cls, args: argparse.Namespace, wanted: dict | None, backend: Backend) -> MachineSetup:
+        """The options given, else what the scenario asks (wanted: its machines: field); a scenario's memory model
+        is the local backend's only (VMs and hosts have the memory they have)."""
+        wanted = {name: value for name, value in (wanted or {}).items()
+                  if name == "profile" or hasattr(backend, "use_memory")}
         given = {name: getattr(args, name, None) for name in ("profile", "memory", "swap_mib")}
         return cls(**{name: value if value is not None else wanted.get(name) for name, value in given.items()})
 

@@ -133,10 +133,13 @@ class _Local:
 def test_setup_takes_the_options_then_the_scenario_and_refuses_memory_on_a_vm(record: Path):
     args = argparse.Namespace(profile=None, memory=None, swap_mib=None)
     wanted = {"profile": "2018", "memory": "vm", "swap_mib": 1024}
-    assert lifecycle.MachineSetup.of(args, wanted) == lifecycle.MachineSetup("2018", "vm", 1024)
-    args.swap_mib = 0
-    setup = lifecycle.MachineSetup.of(args, wanted)
     backend = _Local(memory.MemoryModel())
+    assert lifecycle.MachineSetup.of(args, wanted, backend) == lifecycle.MachineSetup("2018", "vm", 1024)
+    # a scenario's memory model is the local backend's: a VM has the memory it has
+    vm = argparse.Namespace(name="vagrant")
+    assert lifecycle.MachineSetup.of(args, wanted, vm) == lifecycle.MachineSetup("2018")
+    args.swap_mib = 0
+    setup = lifecycle.MachineSetup.of(args, wanted, backend)
     setup.check(backend)
     setup.apply(backend)
     assert backend.memory == memory.MemoryModel("vm", 0) and profiles.active().name == "2018"
