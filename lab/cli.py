@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     host = host or HostLab()
     try:
         # A bad option fails here, before anything starts.
+        early = [option for option, name in (("--profile", "profile"), ("--memory", "memory"), ("--swap", "swap_mib"))
+                 if getattr(args, name, None) is not None]
+        if early and args.command not in (None, "up"):
+            raise StepFailed(f"{early[0]} sets what `up` gives the machines: ./start.sh up {early[0]} ... "
+                             f"(then ./start.sh {args.command})")
         if args.command is None and args.profile and not args.scenario and args.profile in scenario.shipped():
             args.scenario = args.profile            # ./start.sh --profile 2018: its machines and its load
         plan = options.experiment(args) if args.command in (None, "run", "capacity") else None

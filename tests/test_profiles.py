@@ -199,3 +199,8 @@ def test_less_swap_for_machines_that_are_up_is_refused_before_anything_changes(t
     with pytest.raises(LabError, match="--swap 0: the machines are up with 1024 MiB of swap.*./start.sh down, then"):
         made.up()
     assert memory.read(made.memory_file) == memory.MemoryModel("vm", 1024)
+
+
+def test_a_machine_option_before_another_command_than_up_is_refused(capsys):
+    assert cli.main(["--profile", "2018", "run"]) == 1
+    assert "--profile sets what `up` gives the machines" in capsys.readouterr().err
