@@ -185,7 +185,7 @@ def test_the_bare_command_with_a_profile_runs_the_scenario_of_that_name(record: 
     assert taken["setup"] == lifecycle.MachineSetup("2018", "vm", 0)
 
 
-def test_less_swap_for_machines_that_are_up_is_refused_before_anything_changes(tmp_path: Path, monkeypatch):
+def test_other_swap_for_machines_that_are_up_is_refused_before_anything_changes(tmp_path: Path, monkeypatch):
     from lab.machines.local import backend as local_backend
     from lab.machines.local import machine as local_machine
     monkeypatch.setattr(local_machine.Machine, "netns_path", property(lambda self: tmp_path / self.netns))
@@ -197,6 +197,9 @@ def test_less_swap_for_machines_that_are_up_is_refused_before_anything_changes(t
     assert made.memory == memory.MemoryModel("vm", 1024)
     made.use_memory(memory.MemoryModel("whole", 0))
     with pytest.raises(LabError, match="--swap 0: the machines are up with 1024 MiB of swap.*./start.sh down, then"):
+        made.up()
+    made.use_memory(memory.MemoryModel("vm", 2048))       # more swap: another file, the same trouble
+    with pytest.raises(LabError, match="--swap 2048: the machines are up with 1024 MiB"):
         made.up()
     assert memory.read(made.memory_file) == memory.MemoryModel("vm", 1024)
 

@@ -59,10 +59,12 @@ class LocalBackend:
 
     def up(self) -> None:
         before = memory.read(self.memory_file)
-        if before and self.memory.swap_mib < before.swap_mib and any(m.netns_path.exists() for m in self.machines.values()):
-            # Their swapped pages would have to come back into memory they may not have.
+        if (before and before.swap_mib and self.memory.swap_mib != before.swap_mib
+                and any(m.netns_path.exists() for m in self.machines.values())):
+            # Another swap file means swapping this one off: their swapped pages would have to come back into
+            # memory they may not have.
             raise LocalBackendError(f"--swap {self.memory.swap_mib}: the machines are up with {before.swap_mib} MiB of "
-                                    "swap, which their processes may be using; less swap needs them stopped first: "
+                                    "swap, which their processes may be using; other swap needs them stopped first: "
                                     f"./start.sh down, then ./start.sh up --swap {self.memory.swap_mib}")
         if self.memory.swap_mib:        # both machines' swap, which the kernel must have
             swap.ensure(self.swapfile, self.memory.swap_mib * len(self.machines))

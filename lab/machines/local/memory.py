@@ -12,8 +12,9 @@ processes (PCP included), so the ``vm`` model limits them to what such a VM leav
 
 ``whole``, the default, gives the lab's processes the whole 512 MiB: in 397 MiB without swap the tuned
 machine does not even start (it held 406 MiB idle after up, its JVM's heap fixed at 192 MiB and 300
-threads started; a VM of 2018 had swap for that). Swap is off unless asked: a VM of 2018 had some, this host may have none, so ``swap_mib`` makes the lab add a swap
-file of its own (``swap.py``) and lets each machine's cgroup use that much of it.
+threads started; a VM of 2018 had swap for that). Swap is off unless asked: this host may have none, so
+``swap_mib`` makes the lab add a swap file of its own (``swap.py``) and lets each machine's cgroup use that
+much of it.
 
 The model chosen at ``up`` is kept in the lab's state (``memory.json``) so that status and run report
 the model the machines really have."""

@@ -21,8 +21,8 @@ def active(swapfile: Path, swaps: Path = SWAPS) -> bool:
 
 
 def ensure(swapfile: Path, mib: int) -> None:
-    """A swap file of at least mib MiB, swapped on. Idempotent; never shrunk while on (swapoff would have to bring
-    the machines' swapped pages back into memory they may not have): down removes it."""
+    """A swap file of at least mib MiB, swapped on. Idempotent. LocalBackend.up refuses another size while the
+    machines are up (swapoff would have to bring their swapped pages back into memory they may not have)."""
     if active(swapfile) and swapfile.stat().st_size >= mib * 1024 * 1024:
         return
     remove(swapfile)
