@@ -255,3 +255,21 @@ def test_a_machine_at_its_limit_with_swap_is_said_to_swap_not_to_be_one_burst_fr
     sentence = judged["machines"]["tuned"]["findings"][0]["sentence"]
     assert "peaked at 100% of its 397 MiB memory limit: past it the machine swaps" in sentence
     assert "1024 MiB of swap" in sentence and "OOM killer" not in sentence
+
+
+def test_a_backend_that_queues_the_services_calls_is_found_whatever_its_cpu(tmp_path: Path):
+    # The 2018 backend answers one request at a time: 0.05 cores, yet 20 of the service's calls waited on it.
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    queued = machine(backend_cores=0.05)
+    queued["backend_max_concurrency"], queued["resources"]["pool_leased_max"] = 1, 20.0
+    judged = verdict.judge(summary(default=queued), csv_path)
+    finding = judged["machines"]["default"]["findings"][0]
+    assert judged["verdict"] == "backend-bound" and finding["kind"] == "backend-bound"
+    assert finding["figures"] == {"backend_max_concurrency": 1, "backend_calls_in_flight_max": 20}
+    assert "answers 1 request(s) at a time" in finding["sentence"] and "up to 20" in finding["sentence"]
+    # no limit (0), or no more calls than it answers at once: not bound, and the CPU check is said
+    for slots, leased in ((0, 20.0), (4, 4.0)):
+        free = machine(backend_cores=0.05)
+        free["backend_max_concurrency"], free["resources"]["pool_leased_max"] = slots, leased
+        judged = verdict.judge(summary(default=free), csv_path)["machines"]["default"]
+        assert judged["verdict"] == "valid" and "backend 0.05 cores" in judged["checked"]

@@ -122,6 +122,9 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     for machine in machines:
         entry, machine_series = _summarize_machine(folder, machine, samples.get(machine), t0, ramp_s, backend,
                                                    status, run, use_gcviewer)
+        # How many requests the mock answers at once (knobs.json; 0: no limit): a backend that queues the service's
+        # calls sets the pace whatever its CPU (the verdict's backend-bound).
+        entry["backend_max_concurrency"] = ((knobs or {}).get(machine) or {}).get("mock_service_max_concurrency")
         summary["machines"][machine] = entry
         series["machines"][machine] = machine_series
         problems.extend(f"{machine}: {p}" for p in entry["missing"])

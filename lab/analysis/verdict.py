@@ -9,7 +9,8 @@ load); a machine gets every kind that applies, the run the first of all:
 - load-generator-bound: JMeter used over LOADGEN_BUSY_MAX of the CPUs it had, requests failed on the load
   generator itself (out of client ports), or (a capacity run) it could not deliver a step's rate before the
   machine had missed the SLO;
-- backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core, or (with the
+- backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core, or more of the
+  service's calls held a connection to it than it answers at a time (mock_service_max_concurrency), or (with the
   host's limits measured) the machine served BACKEND_NEAR or more of what the mock alone served;
 - memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit;
 - incomplete: the run was interrupted or failed before the plan's end.
@@ -132,7 +133,7 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                          "sentence": f"{name}'s mock backend used {backend:.2f} cores (it is single-threaded: one "
                                      "core is all it has): the backend set the pace, so the ratio understates what "
                                      "the tuning can buy."})
-    elif backend is not None:
+    elif not _judge_backend_queue(name, entry, findings) and backend is not None:
         checked.append(f"backend {backend:.2f} cores")
     _judge_backend_limit(name, limits or {}, findings, checked)
     peak = number((entry.get("memory") or {}).get("peak_bytes"))
@@ -173,6 +174,23 @@ def _judge_client_errors(name: str, load: dict, findings: list[dict], checked: l
                                  "(\"Cannot assign requested address\": it ran out of client ports, each closed "
                                  "connection holding one for 60 s): those errors, and the ratio, are the client's, "
                                  "not the machine's."})
+
+
+def _judge_backend_queue(name: str, entry: dict, findings: list[dict]) -> bool:
+    """A backend that answers N requests at a time (mock_service_max_concurrency, the 2018 backend's 1) while more of
+    the service's calls held a connection to it (the HTTP client pool's leased peak, from PCP): they queued there,
+    so the backend set the pace however little CPU it used."""
+    slots = number(entry.get("backend_max_concurrency"))
+    leased = number((entry.get("resources") or {}).get("pool_leased_max"))
+    if not slots or leased is None or leased <= slots:
+        return False
+    findings.append({"kind": "backend-bound", "machine": name,
+                     "figures": {"backend_max_concurrency": int(slots), "backend_calls_in_flight_max": int(leased)},
+                     "sentence": f"{name}'s mock backend answers {int(slots)} request(s) at a time "
+                                 f"(mock_service_max_concurrency) while up to {int(leased)} of the service's calls held a "
+                                 "connection to it (the HTTP client pool's leased peak): they queued at the backend, so "
+                                 "it set the pace and the ratio understates what the tuning can buy."})
+    return True
 
 
 def _judge_backend_limit(name: str, limits: dict, findings: list[dict], checked: list[str]) -> None:
