@@ -43,3 +43,20 @@ def test_a_lone_pause_is_not_a_red_ratio_in_the_comparison():
     row = {r["key"]: r for r in _comparison({"default": {"gc": {"pause_max_ms": 25.0}},
                                              "tuned": {"gc": patterned}})}["gc_max_ms"]
     assert not row.get("outlier") and ratio_class(row) == "ratio bad"
+
+
+def test_memory_at_the_limit_reads_as_swapping_when_the_memory_model_gives_swap() -> None:
+    from lab.analysis.prose import what_happened
+    mib = 1024 * 1024
+    tuned = {"memory": {"peak_bytes": 397 * mib, "source": "PCP"},
+             "observed": {"jvm_memory_limit_bytes": 397 * mib}}
+    without = " ".join(what_happened({"run": {}, "machines": {"tuned": tuned}}))
+    assert "tuned peaked at 397 MiB of memory, 100% of its 397 MiB limit (PCP). That is at the limit: the kernel's " \
+           "OOM killer was one allocation away." in without
+    swapped = " ".join(what_happened({"run": {"memory_model": {"name": "vm", "swap_mib": 1024}},
+                                      "machines": {"tuned": tuned}}))
+    assert "(PCP). With 1024 MiB of swap beside it, past the limit it swaps before the kernel's OOM killer strikes." \
+           in swapped and "one allocation away" not in swapped
+    killed = {**tuned, "events": {"oom_kills": 2}}
+    assert "the kernel's OOM killer still struck 2 times." in " ".join(
+        what_happened({"run": {"memory_model": {"swap_mib": 1024}}, "machines": {"tuned": killed}}))

@@ -99,21 +99,29 @@ def what_happened(summary: dict) -> list[str]:
         elif gc and gc.get("scope"):
             sentences.append(f"{machine}: no GC pause in its GC log ({gc['scope']}).")
     # Memory
+    swap_mib = number((run.get("memory_model") or {}).get("swap_mib")) or 0
     for machine, entry in machines.items():
         peak = (entry.get("memory") or {}).get("peak_bytes")
-        if peak is not None:
-            limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
-            struck = oom_kills(entry)
-            sentences.append(f"{machine} peaked at {mib(peak)} of memory"
-                             + (f", {peak / limit:.0%} of its {mib(limit)} limit" if limit else "")
-                             + f" ({entry['memory']['source']})."
-                             + (f" At that, the kernel's OOM killer struck {struck} time{'s' if struck != 1 else ''}."
-                                if struck and limit and peak / limit >= NEAR_LIMIT else "")
-                             + (f" That is within {1 - NEAR_LIMIT:.0%} of the limit: a little more load, or a burst, "
-                                "and the kernel's OOM killer ends the largest process, the JVM."
-                                if not struck and limit and NEAR_LIMIT <= peak / limit < 1 else "")
-                             + (" That is at the limit: the kernel's OOM killer was one allocation away."
-                                if not struck and limit and peak / limit >= 1 else ""))
+        if peak is None:
+            continue
+        limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
+        struck, share = oom_kills(entry), peak / limit if limit else 0.0
+        if swap_mib:
+            after = (f" With {swap_mib:.0f} MiB of swap beside it, past the limit it swaps"
+                     + (f"; the kernel's OOM killer still struck {struck} time{'s' if struck != 1 else ''}." if struck
+                        else " before the kernel's OOM killer strikes.") if share >= NEAR_LIMIT or struck else "")
+        elif struck and share >= NEAR_LIMIT:
+            after = f" At that, the kernel's OOM killer struck {struck} time{'s' if struck != 1 else ''}."
+        elif not struck and NEAR_LIMIT <= share < 1:
+            after = (f" That is within {1 - NEAR_LIMIT:.0%} of the limit: a little more load, or a burst, "
+                     "and the kernel's OOM killer ends the largest process, the JVM.")
+        elif not struck and share >= 1:
+            after = " That is at the limit: the kernel's OOM killer was one allocation away."
+        else:
+            after = ""
+        sentences.append(f"{machine} peaked at {mib(peak)} of memory"
+                         + (f", {share:.0%} of its {mib(limit)} limit" if limit else "")
+                         + f" ({entry['memory']['source']})." + after)
     # Process exits, OOM kills, crash files
     for machine, entry in machines.items():
         events = entry.get("events") or {}
