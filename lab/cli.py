@@ -112,6 +112,9 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
         if early and args.command not in (None, "up"):
             raise StepFailed(f"{early[0]} sets what `up` gives the machines: ./start.sh up {early[0]} ... "
                              f"(then ./start.sh {args.command})")
+        if early and getattr(args, "only", None):
+            raise StepFailed(f"{early[0]} with --only {args.only}: both machines get it alike, so up gives it to both "
+                             f"(./start.sh up {early[0]} ...)")
         if args.command is None and args.profile and not args.scenario and args.profile in scenario.shipped():
             args.scenario = args.profile            # ./start.sh --profile 2018: its machines and its load
         plan = options.experiment(args) if args.command in (None, "run", "capacity") else None

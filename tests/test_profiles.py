@@ -204,6 +204,8 @@ def test_other_swap_for_machines_that_are_up_is_refused_before_anything_changes(
     assert memory.read(made.memory_file) == memory.MemoryModel("vm", 1024)
 
 
-def test_a_machine_option_before_another_command_than_up_is_refused(capsys):
+def test_a_machine_option_before_another_command_than_up_or_for_one_machine_only_is_refused(capsys):
     assert cli.main(["--profile", "2018", "run"]) == 1
     assert "--profile sets what `up` gives the machines" in capsys.readouterr().err
+    assert cli.main(["up", "--only", "tuned", "--memory", "vm"]) == 1
+    assert "--memory with --only tuned: both machines get it alike" in capsys.readouterr().err
