@@ -81,15 +81,22 @@ def vars_files(ansible_dir: Path) -> list[Path]:
 def unknown_knobs(ansible_dir: Path) -> list[UnknownKnob]:
     """The keys of ansible_dir's host_vars and group_vars that no role declares, file by file."""
     declared = declared_variables(ansible_dir)
+    return [knob for path in vars_files(ansible_dir) for knob in unknown_in(path, declared, ansible_dir.parent)]
+
+
+def unknown_in(path: Path, declared: set[str], base: Path, connection_vars: bool = True) -> list[UnknownKnob]:
+    """The keys of one vars file (a host_vars file, a machine profile) that no role declares; the file named
+    from base when it lies under it. connection_vars: Ansible's own ansible_* may be set there (an inventory's
+    host_vars), else they are unknown too (a profile, given to every host as extra vars)."""
     choices = sorted(declared)
+    shown = path.relative_to(base) if path.is_relative_to(base) else path
     unknown = []
-    for path in vars_files(ansible_dir):
-        for key in load_vars(path):
-            key = str(key)
-            if key in declared or key.startswith("ansible_"):
-                continue
-            close = difflib.get_close_matches(key, choices, n=1)
-            unknown.append(UnknownKnob(path.relative_to(ansible_dir.parent), key, close[0] if close else None))
+    for key in load_vars(path):
+        key = str(key)
+        if key in declared or (connection_vars and key.startswith("ansible_")):
+            continue
+        close = difflib.get_close_matches(key, choices, n=1)
+        unknown.append(UnknownKnob(shown, key, close[0] if close else None))
     return unknown
 
 

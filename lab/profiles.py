@@ -61,11 +61,11 @@ def load(path: Path, typed: str) -> dict:
         raise StepFailed(f"--profile {typed}: cannot read {path} ({error})") from error
     if not isinstance(data, dict) or not data:
         raise StepFailed(f"--profile {typed}: {path} must be a mapping of role variables (httpd_tls_enabled: true, ...)")
-    declared = knobs.declared_variables(ANSIBLE_DIR)
-    unknown = sorted(str(key) for key in data if str(key) not in declared)
+    unknown = knobs.unknown_in(path, knobs.declared_variables(ANSIBLE_DIR), REPO, connection_vars=False)
     if unknown:
-        raise StepFailed(f"--profile {typed}: {path}: no role declares {', '.join(unknown)} "
-                         "(roles/*/meta/argument_specs.yml)")
+        hints = "".join(f"; did you mean {knob.suggestion} for {knob.key}?" for knob in unknown if knob.suggestion)
+        raise StepFailed(f"--profile {typed}: {path}: no role declares {', '.join(knob.key for knob in unknown)} "
+                         f"(roles/*/meta/argument_specs.yml{hints})")
     return data
 
 

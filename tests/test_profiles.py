@@ -24,6 +24,14 @@ def record(tmp_path: Path, monkeypatch) -> Path:
     return path
 
 
+def _refused(path: Path, text: str, read) -> tuple[Path, str]:
+    """text written to path, then read(path) refused: the path and the refusal's message."""
+    path.write_text(text)
+    with pytest.raises(StepFailed) as caught:
+        read(path)
+    return path, str(caught.value)
+
+
 def test_the_2018_profile_sets_only_declared_knobs_alike_for_both_machines():
     profile = profiles.find("2018")
     variables = profile.variables()
@@ -74,11 +82,8 @@ def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path
     ("- a list\n", "must be a mapping of role variables"),
 ])
 def test_a_profile_of_the_users_is_checked_before_anything_starts(tmp_path: Path, text: str, message: str):
-    path = tmp_path / "mine.yml"
-    path.write_text(text)
-    with pytest.raises(StepFailed) as caught:
-        profiles.find(str(path))
-    assert str(caught.value).startswith(f"--profile {path}: ") and message in str(caught.value)
+    path, refusal = _refused(tmp_path / "mine.yml", text, lambda path: profiles.find(str(path)))
+    assert refusal.startswith(f"--profile {path}: ") and message in refusal
     with pytest.raises(StepFailed, match="no shipped profile of that name .*shipped: 2018"):
         profiles.find("2019")
 
@@ -109,11 +114,8 @@ def test_the_memory_models_limit_swap_and_description_are_checked_and_kept(tmp_p
     ("machines: [vm]\n", "machines: must be a mapping"),
 ])
 def test_a_scenarios_machines_are_checked(tmp_path: Path, text: str, message: str):
-    path = tmp_path / "mine.yaml"
-    path.write_text(text)
-    with pytest.raises(StepFailed) as caught:
-        scenario.load(path, "mine.yaml")
-    assert message in str(caught.value), str(caught.value)
+    _, refusal = _refused(tmp_path / "mine.yaml", text, lambda path: scenario.load(path, "mine.yaml"))
+    assert message in refusal, refusal
 
 
 def test_the_2018_scenario_asks_for_its_profile_a_vms_memory_and_swap():
