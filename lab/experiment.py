@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -98,18 +98,32 @@ def check_machines(backend: Backend) -> dict:
     return observed
 
 
-def measure(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int, folder: RunFolder,
-            mode: dict) -> dict:
-    """One experiment into a folder chosen by the caller (an ablation's configuration), summarised and
-    reported; returns how it ended ({"how": "completed"} or why not)."""
-    folder, measured = _experiment(backend, profile, schedule, repeat, mode, folder)
+def measure(backend: Backend, profile: load.Profile, repeat: int, folder: RunFolder, mode: dict,
+            machines: tuple[str, ...], unusable: Callable[[RunFolder], str | None], extra: int) -> dict:
+    """One experiment into a folder chosen by the caller (an ablation's configuration) on some of the machines,
+    summarised and reported; returns how it ended ({"how": "completed"} or why not). A trial that unusable
+    (given its folder, summarised) finds no figure in is not counted: up to `extra` more trials replace it."""
+    folder, measured = _experiment(backend, profile, None, repeat, mode, folder,
+                                   _Trials(machines, unusable, extra))
     with step("Summarising and writing the report"):
         _make_report(folder)
     return measured.ended
 
 
+@dataclass(frozen=True)
+class _Trials:
+    """Which machines a run loads, and whether a trial counts (a run's: both machines, every trial)."""
+    machines: tuple[str, ...] = MACHINES
+    unusable: Callable[[RunFolder], str | None] = lambda _trial: None    # why a trial has no figure, or None
+    extra: int = 0                                                      # at most this many trials replace those
+
+    def plan(self, repeat: int) -> str:
+        return f"{repeat}" + (f" (up to {repeat + self.extra} if some give no figure)" if self.extra else "")
+
+
 def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int,
-                mode: dict, folder: RunFolder | None = None) -> tuple[RunFolder, _Measured]:
+                mode: dict, folder: RunFolder | None = None, chosen: _Trials = _Trials()
+                ) -> tuple[RunFolder, _Measured]:
     """The run up to its report: the placement, the machines checked, then one trial or several (into
     folder, else a new one in runs/)."""
     # As planned only where the machines really run on their CPUs (brought up before pinning, they do not).
@@ -134,23 +148,29 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
         info(f"run folder: {os.path.relpath(folder.root)}")
         setup = _Setup(backend, profile, schedule, wiring, observed, placed, mode, _knobs(backend, mode))
         if repeat == 1:
-            return folder, _trial(setup, folder, MACHINES)
+            return folder, _trial(setup, folder, chosen.machines)
         trials: list[dict] = []
         measured = _Measured()
         try:
-            for number in range(1, repeat + 1):
-                order = MACHINES if number % 2 or schedule == "parallel" else tuple(reversed(MACHINES))
-                info(f"trial {number} of {repeat}" + (f" ({' then '.join(order)})" if schedule == "sequential" else ""))
+            while len(trials) < repeat + chosen.extra and sum(t["counted"] for t in trials) < repeat:
+                number = len(trials) + 1
+                machines = chosen.machines
+                order = machines if number % 2 or schedule == "parallel" else tuple(reversed(machines))
+                info(f"trial {number} of {chosen.plan(repeat)}"
+                     + (f" ({' then '.join(order)})" if schedule == "sequential" and len(order) > 1 else ""))
                 measured = _trial(setup, folder.trial(number), order)
                 trials.append({"number": number, "order": list(order), "ended": measured.ended,
                                "problems": measured.problems + (measured.result.problems if measured.result else []),
-                               "folder": folder.relative(folder.trial(number).root)})
+                               "folder": folder.relative(folder.trial(number).root), "counted": True})
                 if measured.ended["how"] != "completed":
                     measured.ended = {**measured.ended, "during": f"trial {number}: {measured.ended['during']}"}
                     break
                 measured.phase = f"summarising trial {number}"
                 with step(f"Summarising trial {number}"):
                     _make_report(folder.trial(number))
+                if why := chosen.unusable(folder.trial(number)):
+                    trials[-1].update(counted=False, not_counted=why)
+                    info(f"trial {number} is not counted: {why}")
         except KeyboardInterrupt:       # between trials (or in a trial's report): the run still says how it ended
             measured.ended = {"how": "interrupted", "during": measured.phase}
         except Exception as error:      # a bug in a trial: the run's record says so before its traceback
@@ -159,7 +179,7 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
             raise
         finally:
             with interrupts.deferred():
-                _write_repeated_run_json(setup, folder, measured, repeat, trials)
+                _write_repeated_run_json(setup, folder, measured, repeat, trials, chosen.machines)
         return folder, measured
 
 
@@ -177,7 +197,7 @@ class _Setup:
 
 
 def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measured:
-    """One load of both machines into folder, which holds run.json however it ends."""
+    """One load of the machines in order into folder, which holds run.json however it ends."""
     backend = setup.backend
     folder.root.mkdir(parents=True, exist_ok=True)
     measured = _Measured()
@@ -201,13 +221,14 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
                     _stop_recording(backend, name, measured)
                 except Exception as error:  # noqa: BLE001  (said in run.json; the run's own end matters more)
                     measured.problems.append(f"{name}: PCP's logger could not be stopped ({error})")
-            folder.write_json(folder.run_json, {**_run_json(backend, setup.profile, setup.schedule, folder, measured),
-                                                "placement": setup.placed, "order": list(order), **setup.mode})
+            loaded = _run_json(backend, setup.profile, setup.schedule, folder, measured, order)
+            folder.write_json(folder.run_json, {**loaded, "placement": setup.placed, "order": list(order),
+                                                **setup.mode})
     return measured
 
 
 def _write_repeated_run_json(setup: _Setup, folder: RunFolder, measured: _Measured, repeat: int,
-                             trials: list[dict]) -> None:
+                             trials: list[dict], machines: tuple[str, ...]) -> None:
     """The repeated run's own run.json (and the first trial's status and knobs): its trials and how it ended."""
     first = folder.trial(1)
     for path in (first.status_json, first.knobs_json):
@@ -216,10 +237,11 @@ def _write_repeated_run_json(setup: _Setup, folder: RunFolder, measured: _Measur
     times = [folder.read_json(trial.run_json, [], "run") or {} for trial in folder.trials()]
     starts = [t["started_at"] for t in times if isinstance(t.get("started_at"), (int, float))]
     ends = [t["ended_at"] for t in times if isinstance(t.get("ended_at"), (int, float))]
-    single = _run_json(setup.backend, setup.profile, setup.schedule, folder, measured)
+    single = _run_json(setup.backend, setup.profile, setup.schedule, folder, measured, machines)
     folder.write_json(folder.run_json, {
         **single, "placement": setup.placed, "repeat": repeat, "trials": trials, **setup.mode,
-        "planned_s": single["planned_s"] * repeat, "problems": [p for t in trials for p in t["problems"]],
+        "uncounted_trials": sum(not t["counted"] for t in trials),
+        "planned_s": single["planned_s"] * max(repeat, len(trials)), "problems": [p for t in trials for p in t["problems"]],
         "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None})
 
 
@@ -247,19 +269,19 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
     backend, profile, schedule, wiring = setup.backend, setup.profile, setup.schedule, setup.wiring
     # JMeter on CPUs of its own when the placement gives it some (taskset)
     cpus = setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None
-    with step("Starting PCP's logger on both machines"):
-        for name in MACHINES:
+    with step(f"Starting PCP's logger on {_both(order)}"):
+        for name in order:
             measured.recording.append(name)
             measured.memory_before[name] = evidence.start_recording(backend, name)
     measured.phase = "the load"
-    title = (f"Loading both machines ({schedule}: {profile.describe()}"
-             f"{' per machine' if schedule == 'sequential' else ''}; Ctrl-C stops cleanly)")
+    title = (f"Loading {_both(order)} ({schedule}: {profile.describe()}"
+             f"{' per machine' if schedule == 'sequential' and len(order) > 1 else ''}; Ctrl-C stops cleanly)")
     with step(title):
         try:
             with _load_generator(setup, folder) as engines:
                 measured.load_generator = engines.as_json() if engines else {"where": "JMeter on this host"}
                 measured.result = load.run(
-                    {name: wiring[name].base_url for name in MACHINES}, profile, folder.jmeter.root,
+                    {name: wiring[name].base_url for name in order}, profile, folder.jmeter.root,
                     schedule=schedule, on_progress=load.print_progress, path=wiring["default"].service_path,
                     order=order, engines=engines, cpus=cpus,
                     stop_when=ThresholdWatch(setup.mode["thresholds"], getattr(profile, "ramp_s", 0))
@@ -280,7 +302,7 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
             measured.ended["error"] = killed[0]
     measured.phase = "collecting the evidence"
     with step("Collecting PCP archives, GC logs and logs"):
-        for name in MACHINES:
+        for name in order:
             events = evidence.collect(backend, name, folder, measured.result.started_at, measured.result.ended_at,
                                       measured.memory_before[name])
             for exit_ in events["process_exits"]:
@@ -293,6 +315,10 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
         measured.phase = "measuring the host's limits"
         measured.limits = {"profile": asdict(lab_limits.profile_for(profile)), "kinds": lab_limits.KINDS}
         measured.problems.extend(lab_limits.measure(backend, profile, wiring, folder, cpus))
+
+
+def _both(machines: tuple[str, ...]) -> str:
+    return "both machines" if len(machines) > 1 else f"the {machines[0]} machine"
 
 
 @contextmanager
@@ -310,7 +336,7 @@ def _load_generator(setup: _Setup, folder: RunFolder) -> Iterator[Engines | None
 
 
 def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: RunFolder,
-              measured: _Measured) -> dict:
+              measured: _Measured, machines: tuple[str, ...]) -> dict:
     result = measured.result
     return {
         "run_id": folder.run_id, "backend": backend.name, "backend_note": backend.emulation_note,
@@ -322,7 +348,8 @@ def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: Ru
         "threshold_lost": result.lost if result else None,
         "loadgen_cpus": result.loadgen_cpus if result else None,
         "load_generator": measured.load_generator, "limits": measured.limits,
-        "planned_s": profile.duration_s * (2 if schedule == "sequential" else 1),
+        "machines_loaded": list(machines),
+        "planned_s": profile.duration_s * (len(machines) if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,
         "interrupted": measured.ended["how"] != "completed", "ended": measured.ended,
         "problems": (result.problems if result else []) + measured.problems, "host": provenance.environment(),
@@ -357,20 +384,5 @@ def _finish(folder: RunFolder, measured: _Measured) -> int:
     print("\nBoth machines are still up and hold their memory: ./start.sh run measures again, "
           "./start.sh down removes them.", file=sys.stderr)
     code = {"completed": 0, "interrupted": 130}.get(measured.ended["how"], 1)
-    return _judge_thresholds(folder, summary) if code == 0 else code
+    return thresholds.judge(folder, summary) if code == 0 else code
 
-
-def _judge_thresholds(folder: RunFolder, summary: dict | None) -> int:
-    """A line per threshold and a JUnit file of them; 3 when one is broken (0 when none was set)."""
-    results = (summary or {}).get("thresholds")
-    if not results:
-        limits = (folder.read_json(folder.run_json, [], "run") or {}).get("thresholds") or {}
-        if not limits:
-            return 0
-        results = thresholds.unchecked(limits, "the run has no summary to check them on")
-    path = thresholds.junit(results, folder.run_id, folder.thresholds_xml)
-    broken = [r for r in results if not r["passed"]]
-    print(f"\nThresholds: {len(results) - len(broken)} of {len(results)} passed (JUnit: {path})", file=sys.stderr)
-    for result in results:
-        print(f"  {result['message']}", file=sys.stderr)
-    return 3 if broken else 0

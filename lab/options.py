@@ -112,6 +112,9 @@ def ablation(args: argparse.Namespace) -> Experiment:
     for option in ("--aa", "--threshold", "--stop-on-fail", "--load-from", "--limits"):
         if _given(args, option):
             raise StepFailed(f"{option} does not apply to ./start.sh ablate")
+    if _given(args, "--schedule"):
+        raise StepFailed(f"--schedule {args.schedule}: ./start.sh ablate loads the tuned machine alone, one "
+                         "configuration after the other (the default configuration, on that machine, is the baseline)")
     if _given(args, "--resume") is not None:
         given = [option for option in ("--users", "--ramp", "--duration", "--think", "--quick", "--scenario",
                                        "--schedule", "--repeat", "--groups") if _given(args, option)]
@@ -132,7 +135,7 @@ def ablation(args: argparse.Namespace) -> Experiment:
     settle = chosen.profile.duration_s - chosen.profile.ramp_s
     if settle < steady.MIN_STEADY_S:
         raise StepFailed(f"--duration {chosen.profile.duration_s} with --ramp {chosen.profile.ramp_s}: {settle} s after "
-                         f"the ramp-up, and a trial's ratio needs a steady state of {steady.MIN_STEADY_S} s at least")
+                         f"the ramp-up, and a trial's figure needs a steady state of {steady.MIN_STEADY_S} s at least")
     return chosen
 
 

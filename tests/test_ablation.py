@@ -81,7 +81,7 @@ def _measure(effects, trials: int = 6, noise: float = 0.005):
 
 def test_the_same_measurements_give_the_same_intervals_whatever_the_hash_seed():
     code = ("import json; from test_ablation import GROUPS, _measure; from lab.analysis import ablation; "
-            "r = ablation.analyze(GROUPS, _measure(lambda c: 0.2 * ('gc' in c)), resamples=500); "
+            "r = ablation.analyze(GROUPS, _measure(lambda c: 0.2 * ('gc' in c)), 'req/s', resamples=500); "
             "print(json.dumps([row['share_interval'] for row in r['path']]))")
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent,
                            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": f"{REPO}:{Path(__file__).parent}"}).stdout
@@ -91,7 +91,7 @@ def test_the_same_measurements_give_the_same_intervals_whatever_the_hash_seed():
 
 def test_additive_groups_get_their_share_and_the_rest_nothing():
     result = ablation.analyze(GROUPS, _measure(lambda c: 0.2 * ("gc" in c) + 0.1 * ("logging" in c)),
-                              resamples=2000)
+                              "req/s", resamples=2000)
     path = result["path"]
     assert [r["group"] for r in path[:2]] == ["gc", "logging"]
     assert path[0]["share"] == pytest.approx(2 / 3, abs=0.03) and path[1]["share"] == pytest.approx(1 / 3, abs=0.03)
@@ -103,14 +103,15 @@ def test_additive_groups_get_their_share_and_the_rest_nothing():
 
 
 def test_a_gain_that_cannot_be_told_from_noise_gets_no_shares():
-    result = ablation.analyze(GROUPS, _measure(lambda c: 0.0, noise=0.02), resamples=2000)
+    result = ablation.analyze(GROUPS, _measure(lambda c: 0.0, noise=0.02), "req/s", resamples=2000)
     low, high = result["gain_interval"]
     assert low <= 0 <= high
     assert result["sentence"].startswith("The tuned machine's gain over the default machine's knobs is not measurable")
+    assert f"(95% interval {low:+.3f} req/s to {high:+.3f} req/s)" in result["sentence"]
 
 
 def test_a_group_that_needs_another_comes_after_it_and_leaves_with_it():
-    result = ablation.analyze(GROUPS, _measure(lambda c: 0.3 * ("apr" in c)), resamples=2000)
+    result = ablation.analyze(GROUPS, _measure(lambda c: 0.3 * ("apr" in c)), "req/s", resamples=2000)
     order = [r["group"] for r in result["path"]]
     assert order.index("ajp") < order.index("apr")
     ajp = next(r for r in result["path"] if r["group"] == "ajp")
@@ -119,7 +120,8 @@ def test_a_group_that_needs_another_comes_after_it_and_leaves_with_it():
 
 
 def test_groups_that_only_work_together_are_flagged_as_interacting():
-    result = ablation.analyze(GROUPS, _measure(lambda c: 0.3 * ({"synergy_a", "synergy_b"} <= c)), resamples=2000)
+    result = ablation.analyze(GROUPS, _measure(lambda c: 0.3 * ({"synergy_a", "synergy_b"} <= c)), "req/s",
+                              resamples=2000)
     # Greedily, the first of the pair gains nothing alone and the second gets all the gain; without either the
     # whole gain is lost: the first one's forward gain and its leave-one-out loss disagree.
     first, second = (r for r in result["path"] if r["group"] in ("synergy_a", "synergy_b"))

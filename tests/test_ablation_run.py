@@ -21,9 +21,11 @@ from lab.runfolder import RunFolder
 
 pytestmark = pytest.mark.fast
 
-# Made-up gains (tuned ÷ default) per group: gc_heap most, async_logging some, httpd_mpm nothing.
+# Made-up gains (of the default configuration's throughput) per group: gc_heap most, async_logging some,
+# httpd_mpm nothing.
 GAINS = {"gc_heap": 0.30, "async_logging": 0.10, "httpd_mpm": 0.0}
 TRIAL_NOISE = (-0.01, 0.0, 0.01)
+DEFAULT_RPS = 500.0
 
 
 @pytest.fixture()
@@ -36,7 +38,8 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
         seen.playbooks.append((limit, extra_vars))
         return PlaybookResult(0, {limit: 1}, {}, tmp_path / "ansible.log")
 
-    def measure(backend, profile, schedule, repeat, folder: RunFolder, mode):
+    def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra):
+        assert machines == ("tuned",) and extra == repeat      # the tuned machine alone; unsettled trials replaced
         seen.measured.append(folder.root.name)
         folder.root.mkdir(parents=True)
         if len(seen.measured) == seen.interrupt_at:
@@ -47,15 +50,15 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
         knobs = (seen.last_knobs() or {})
         assert (knobs.get("camel_app_logback_async") is True) == ("async_logging" in config)
         base = 1.0 + sum(gain for group, gain in GAINS.items() if group in config)
-        trials = [{"number": n, "ratio": None if frozenset(config) in seen.unsettled else base + noise}
-                  for n, noise in enumerate(TRIAL_NOISE[:repeat], start=1)]
-        for number in range(1, repeat + 1):
+        settled = frozenset(config) not in seen.unsettled
+        for number, noise in enumerate(TRIAL_NOISE[:repeat], start=1):
             RunFolder.write_json(folder.trial(number).summary_json, {"machines": {"tuned": {
                 "memory": {"peak_bytes": 300e6 + 100e6 * ("gc_heap" in config)}, "cpu": {"mean_cores": 0.5},
-                "load": {"throughput_rps": 500.0 * base}}}})
+                "load": {"throughput_rps": DEFAULT_RPS * (base + noise), "window": {"settled": settled}}}}})
+            assert (unusable(folder.trial(number)) is None) == settled
         verdict = {"verdict": "host-bound", "valid": False} if config == {"httpd_mpm"} else \
             {"verdict": "valid", "valid": True}
-        RunFolder.write_json(folder.summary_json, {"trials": trials, "verdict": verdict})
+        RunFolder.write_json(folder.summary_json, {"verdict": verdict})
         RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
         folder.write_text(folder.report_html, "<html></html>")
         return {"how": "completed"}
@@ -81,9 +84,10 @@ def _prepared(*argv: str) -> command.Prepared:
     (["--groups", "gc,heap"], "--groups gc,heap: gc, heap: the groups are httpd_mpm, timeouts, ajp, apr"),
     (["--repeat", "1"], "--repeat 1: an ablation needs 2 trials or more per configuration"),
     (["--aa"], "--aa does not apply to ./start.sh ablate"),
+    (["--schedule", "parallel"], "--schedule parallel: ./start.sh ablate loads the tuned machine alone"),
     (["--resume", "nothing-here"], "--resume nothing-here: no ablation there"),
     (["--resume", "x", "--users", "5"], "--resume continues an ablation as it was planned: --users cannot change it"),
-    (["--ramp", "10", "--duration", "30"], "--duration 30 with --ramp 10: 20 s after the ramp-up, and a trial's ratio "
+    (["--ramp", "10", "--duration", "30"], "--duration 30 with --ramp 10: 20 s after the ramp-up, and a trial's figure "
                                            "needs a steady state of 30 s at least"),
 ])
 def test_a_bad_ablation_is_refused_naming_what_was_typed(argv, message, tmp_path, capsys):
@@ -102,9 +106,9 @@ def test_the_plan_says_how_many_configurations_and_how_long_at_most():
     lines = run.describe(prepared.plan, groups)
     assert lines[0] == "Ablation of 2 knob groups: gc_heap, async_logging"
     assert "at most 4 configurations" in lines[1] and "x 3 trials x 10 users each, ramp 5 s, 40 s" in lines[1]
-    assert lines[1].endswith("in the placement's schedule")
-    # 4 x (45 s provisioning + 3 x (2 x 40 s + 30 s)) = 1500 s
-    assert run.estimate_s(prepared.plan, 4) == 1500 and "about 0.4 h at most" in lines[2]
+    assert lines[1].endswith("each on the tuned machine alone (the default configuration is the baseline)")
+    # 4 x (45 s provisioning + 3 x (40 s + 30 s)): the default machine is not loaded again
+    assert run.estimate_s(prepared.plan, 4) == 1020 and "about 0.3 h at most" in lines[2]
     assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7
 
 
@@ -132,7 +136,8 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
 
     result = json.loads((root / "ablation.json").read_text())["analysis"]
     assert [r["group"] for r in result["path"]] == ["gc_heap", "async_logging", "httpd_mpm"]
-    assert result["default"] == pytest.approx(1.0) and result["tuned"] == pytest.approx(1.4)
+    assert result["default"] == pytest.approx(DEFAULT_RPS) and result["tuned"] == pytest.approx(1.4 * DEFAULT_RPS)
+    assert result["unit"] == "req/s" and result["path"][0]["gain"] == pytest.approx(0.3 * DEFAULT_RPS)
     assert result["path"][0]["share"] == pytest.approx(0.75, abs=0.02)
     assert not result["path"][2]["measurable"]
     assert result["sentence"].startswith("gc_heap and async_logging explain 100% of the gain")
@@ -169,11 +174,16 @@ def test_resume_refuses_when_a_groups_variables_changed(host, lab, tmp_path, mon
     (root / "ablation.json").write_text(json.dumps(record))
     with pytest.raises(StepFailed, match=r"host_vars/default.yml or tuned.yml changed since the ablation started"):
         _prepared("--resume", str(root))
+    del record["plan"]["figure"]        # an ablation of an earlier lab: tuned ÷ default, both machines loaded
+    (root / "ablation.json").write_text(json.dumps(record))
+    with pytest.raises(StepFailed, match=r"measured by an earlier lab \(each figure tuned ÷ default"):
+        _prepared("--resume", str(root))
 
 
-def test_a_configuration_without_two_ratios_stops_the_ablation_and_is_measured_again_on_resume(host, lab, capsys):
+def test_a_configuration_without_two_figures_stops_the_ablation_and_is_measured_again_on_resume(host, lab, capsys):
     lab.unsettled = {frozenset({"gc_heap"})}
-    with pytest.raises(StepFailed, match=r"configuration gc_heap: 0 of its trials gave a throughput ratio .*a longer "
+    with pytest.raises(StepFailed, match=r"configuration gc_heap: 0 of its trials gave the tuned machine's "
+                                         r"steady-state throughput .*a longer "
                                          r"--duration settles more surely\. What was measured is kept: \./start\.sh "
                                          r"ablate --resume \S+ continues it"):
         command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick"))

@@ -147,6 +147,39 @@ def test_repeated_trials_alternate_the_order_and_each_keeps_its_own_folder(steps
     assert (steps["run"] / "status.json").is_file() and (steps["run"] / "report" / "index.html").is_file()
 
 
+def test_a_measurement_of_one_machine_loads_and_records_only_it_and_replaces_trials_without_a_figure(
+        steps, tmp_path, capsys, monkeypatch):
+    steps["targets"] = []
+    loaded = load.run
+
+    def run_load(targets, profile, out, **kwargs):      # the fixture's, remembering the targets
+        steps["targets"].append(sorted(targets))
+        return loaded(targets, profile, out, **kwargs)
+    monkeypatch.setattr(load, "run", run_load)
+    folder = RunFolder((tmp_path / "config").resolve())
+    # trials 1 and 3 have no figure: 2 more replace them (extra 2), so 4 trials give the 2 planned
+    unusable = {1: "the tuned machine did not reach a steady state", 3: "no requests"}
+    ended = experiment.measure(FakeBackend(), load.QUICK, 2, folder, {"mode": "ablation", "thresholds": {}},
+                               machines=("tuned",), unusable=lambda trial: unusable.get(int(trial.root.name)),
+                               extra=2)
+    assert ended == {"how": "completed"}
+    assert steps["targets"] == [["tuned"]] * 4 and steps["orders"] == [("tuned",)] * 4
+    assert steps["stopped"] == ["tuned"] * 4        # PCP recorded on the loaded machine only
+    top = json.loads(folder.run_json.read_text())
+    assert [(t["number"], t["counted"]) for t in top["trials"]] == [(1, False), (2, True), (3, False), (4, True)]
+    assert top["trials"][0]["not_counted"] == unusable[1] and top["uncounted_trials"] == 2
+    assert top["machines_loaded"] == ["tuned"] and top["repeat"] == 2
+    assert json.loads(folder.trial(4).run_json.read_text())["machines_loaded"] == ["tuned"]
+    err = capsys.readouterr().err
+    assert "trial 1 of 2 (up to 4 if some give no figure)" in err and f"trial 1 is not counted: {unusable[1]}" in err
+    # never more than repeat + extra: a machine that never settles ends the measurement, its trials kept
+    steps["targets"].clear()
+    experiment.measure(FakeBackend(), load.QUICK, 2, RunFolder((tmp_path / "never").resolve()),
+                       {"mode": "ablation", "thresholds": {}}, machines=("tuned",), unusable=lambda trial: "no",
+                       extra=1)
+    assert len(steps["targets"]) == 3
+
+
 def test_an_interrupted_trial_ends_the_repeated_run_and_says_so(steps, monkeypatch):
     loads = []
 

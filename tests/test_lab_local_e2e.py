@@ -602,7 +602,7 @@ def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_
 
 def test_a_quick_ablation_gives_the_tuned_machine_each_configuration_and_resumes_after_ctrl_c(quick_run, tmp_path):
     argv = ["ablate", "--groups", "httpd_mpm,gc_heap", "--users", "10", "--ramp", "4", "--duration", "60",
-            "--repeat", "2", "--schedule", "parallel"]
+            "--repeat", "2"]
     previous = (REPO / "runs" / "latest").resolve()
     log = tmp_path / "ablate.err"
     with log.open("w") as sink:
@@ -651,8 +651,14 @@ def test_a_quick_ablation_gives_the_tuned_machine_each_configuration_and_resumes
         assert seen["httpd_mpm"] == ("worker" if "httpd_mpm" in name else "prefork"), (name, seen)
         assert seen["gc"] == ("G1" if "gc_heap" in name else "Serial"), (name, seen)
         assert seen["proxy_protocol"] == "http" and seen["async_logging"] is False, (name, seen)
+        # the tuned machine alone loaded, 2 trials with its steady-state throughput (one without, replaced)
+        top = json.loads((root / "configs" / name / "run.json").read_text())
+        assert top["machines_loaded"] == ["tuned"] and sum(t["counted"] for t in top["trials"]) == 2, top["trials"]
+        assert all(t.get("not_counted") for t in top["trials"] if not t["counted"])
         summary = json.loads((root / "configs" / name / "summary.json").read_text())
-        assert [t["number"] for t in summary["trials"]] == [1, 2] and all(t["ratio"] for t in summary["trials"])
+        rows = {t["number"]: t for t in summary["trials"]}
+        assert all(rows[t["number"]]["tuned_rps"] > 0 for t in top["trials"] if t["counted"])
+    assert not list(root.glob("configs/*/trials/*/jmeter/default")), "the default machine is never loaded"
     analysis = json.loads((root / "ablation.json").read_text())["analysis"]
     assert {row["group"] for row in analysis["path"]} == {"httpd_mpm", "gc_heap"} and analysis["sentence"]
     assert analysis["sentence"] in result.stderr and f"Report: {root}/report/index.html" in result.stderr

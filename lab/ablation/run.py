@@ -1,6 +1,9 @@
 """./start.sh ablate: the tuned machine walked from the default machine's knobs to its own, one knob group
 at a time (lab/analysis/ablation.py chooses the path as it goes), each configuration measured as a
-repeated run against the untouched default machine (figure: tuned ÷ default throughput per trial).
+repeated run of the tuned machine alone (figure: its steady-state throughput per trial). The baseline is
+the default configuration measured on the same machine, so the default machine, whose knobs never change,
+is not loaded again for every configuration: that halves the cost where the machines are loaded one after
+the other, and keeps each configuration's figure free of the host sharing its CPUs between two loads.
 
 The ablation's folder (runs/<id>/) holds ablation.json (the plan, then the analysis), knobs/<config>.yml
 (the extra vars that made each configuration) and configs/<config>/ (each configuration's run folder,
@@ -27,27 +30,30 @@ from lab.progress import info
 from lab.runfolder import RUNS, RunFolder
 
 ABLATION_JSON = "ablation.json"
+TUNED = "tuned"                 # the machine each configuration is given; the default machine is left alone
 # Rough costs on top of the load, for the estimate printed before it starts (measured on the local
 # backend: a playbook run that changes one group about 40 s; a trial's evidence and report about 30 s).
 PROVISION_S = 45
 TRIAL_OVERHEAD_S = 30
 
 
+FIGURE = "tuned_rps"            # what each trial gives: the tuned machine's steady-state throughput
+UNIT = "req/s"
+
+
 @dataclass(frozen=True)
 class Plan:
     groups: tuple[str, ...]         # the groups ablated, in the file's order
     profile: load.LoadProfile
-    schedule: str | None
     repeat: int
 
     def as_json(self) -> dict:
-        return {"groups": list(self.groups), "profile": asdict(self.profile), "schedule": self.schedule,
-                "repeat": self.repeat}
+        return {"groups": list(self.groups), "profile": asdict(self.profile), "repeat": self.repeat,
+                "figure": FIGURE}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
-        return cls(tuple(data["groups"]), load.LoadProfile(**data["profile"]), data.get("schedule"),
-                   int(data["repeat"]))
+        return cls(tuple(data["groups"]), load.LoadProfile(**data["profile"]), int(data["repeat"]))
 
 
 def chosen_groups(every: dict[str, Group], typed: str | None) -> tuple[str, ...]:
@@ -74,19 +80,17 @@ def configurations_at_most(groups: dict[str, Group]) -> int:
 
 
 def estimate_s(plan: Plan, configurations: int) -> float:
-    """At most (the placement's schedule counted as one machine after the other)."""
-    per_trial = plan.profile.duration_s * (1 if plan.schedule == "parallel" else 2) + TRIAL_OVERHEAD_S
-    return configurations * (PROVISION_S + plan.repeat * per_trial)
+    """At most (trials that replace those without a steady state not counted: each is said when it happens)."""
+    return configurations * (PROVISION_S + plan.repeat * (plan.profile.duration_s + TRIAL_OVERHEAD_S))
 
 
 def describe(plan: Plan, groups: dict[str, Group]) -> list[str]:
     at_most = configurations_at_most(groups)
     hours = estimate_s(plan, at_most) / 3600
-    schedule = {"parallel": ", both machines at once", "sequential": " per machine, one after the other",
-                None: ", in the placement's schedule"}[plan.schedule]
     return [f"Ablation of {len(groups)} knob group{'s' if len(groups) != 1 else ''}: {', '.join(groups)}",
             f"  at most {at_most} configurations (the greedy forward path and leave-one-out share many) x "
-            f"{plan.repeat} trials x {plan.profile.describe()}{schedule}",
+            f"{plan.repeat} trials x {plan.profile.describe()}, each on the tuned machine alone (the default "
+            "configuration is the baseline)",
             f"  about {hours:.1f} h at most (provisioning and reports included); an interrupted ablation "
             "continues with --resume"]
 
@@ -133,21 +137,21 @@ class Ablation:
         """Measured to its end, with a figure from enough trials (else it is measured again on --resume)."""
         folder = self.config_folder(config)
         run = folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None
-        return bool(run) and (run.get("ended") or {}).get("how") == "completed" and len(self._ratios(config)) >= 2
+        return bool(run) and (run.get("ended") or {}).get("how") == "completed" and len(self._figures(config)) >= 2
 
-    def _ratios(self, config: frozenset[str]) -> list[float]:
+    def _figures(self, config: frozenset[str]) -> list[float]:
         folder = self.config_folder(config)
-        summary = (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file() else None) or {}
-        return [t["ratio"] for t in summary.get("trials") or [] if isinstance(t.get("ratio"), (int, float))]
+        found = [figure(trial) for trial in folder.trials()]
+        return [value for value, _why in found if value is not None]
 
     def figures(self, config: frozenset[str]) -> list[float]:
-        """The tuned ÷ default throughput of each trial of a measured configuration (2 at least)."""
-        ratios = self._ratios(config)
-        if len(ratios) < 2:
-            raise StepFailed(f"configuration {key(config)}: {len(ratios)} of its trials gave a throughput ratio (a "
-                             f"ratio needs both machines to reach a steady state: see "
-                             f"{self.config_folder(config).report_html}); a longer --duration settles more surely")
-        return ratios
+        """The tuned machine's steady-state throughput in each trial of a measured configuration (2 at least)."""
+        found = self._figures(config)
+        if len(found) < 2:
+            raise StepFailed(f"configuration {key(config)}: {len(found)} of its trials gave the tuned machine's "
+                             f"steady-state throughput (see {self.config_folder(config).report_html}); a longer "
+                             "--duration settles more surely")
+        return found
 
     def set_aside(self, config: frozenset[str]) -> None:
         """A configuration cut short: its folder kept under interrupted/, measured anew."""
@@ -156,7 +160,7 @@ class Ablation:
             aside = self.root / "interrupted" / f"{key(config)}-{time.strftime('%Y%m%d-%H%M%S')}"
             aside.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(folder.root, aside)
-            info(f"{key(config)}: its earlier measurement (cut short, or without enough ratios) is kept in {aside}; "
+            info(f"{key(config)}: its earlier measurement (cut short, or without enough figures) is kept in {aside}; "
                  "measuring it again")
 
     def write_knobs(self, config: frozenset[str], every: dict[str, Group]) -> Path:
@@ -180,11 +184,12 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
             ablation.set_aside(config)
             knobs_file = ablation.write_knobs(config, every)
             give(knobs_file, f"configuration {key(config)}")
-            info(f"measuring configuration {key(config)} ({plan.repeat} trials)")
-            ended = experiment.measure(backend, plan.profile, plan.schedule, plan.repeat,
-                                       ablation.config_folder(config),
+            info(f"measuring configuration {key(config)} on the tuned machine ({plan.repeat} trials)")
+            ended = experiment.measure(backend, plan.profile, plan.repeat, ablation.config_folder(config),
                                        {"mode": "ablation", "configuration": sorted(config), "thresholds": {},
-                                        "tuned_knobs": str(knobs_file)})
+                                        "tuned_knobs": str(knobs_file)},
+                                       machines=(TUNED,), unusable=lambda trial: figure(trial)[1],
+                                       extra=plan.repeat)
             if ended["how"] == "interrupted":
                 raise KeyboardInterrupt
             if ended["how"] != "completed":
@@ -192,10 +197,22 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
                                  + (f": {ended['error']}" if ended.get("error") else ""))
             return ablation.figures(config)
 
-        result = analysis.analyze(groups, measure)
+        result = analysis.analyze(groups, measure, UNIT)
     result["costs"] = {name: costs(ablation.config_folder(analysis.config_of(name))) for name in result["configurations"]}
     ablation.update(analysis=result, ended_at=time.time())
     return result
+
+
+def figure(trial: RunFolder) -> tuple[float | None, str | None]:
+    """A summarised trial's figure (the tuned machine's steady-state throughput), or why it has none."""
+    summary = (trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None) or {}
+    load_ = ((summary.get("machines") or {}).get(TUNED) or {}).get("load") or {}
+    throughput = load_.get("throughput_rps")
+    if (load_.get("window") or {}).get("settled") is False:
+        return None, "the tuned machine did not reach a steady state"
+    if not isinstance(throughput, (int, float)) or throughput <= 0:
+        return None, "the tuned machine served no request"
+    return float(throughput), None
 
 
 def costs(folder: RunFolder) -> dict:
@@ -203,7 +220,7 @@ def costs(folder: RunFolder) -> dict:
     peaks, per_request = [], []
     for trial in folder.trials():
         summary = trial.read_json(trial.summary_json, [], "summary") or {}
-        tuned = (summary.get("machines") or {}).get("tuned") or {}
+        tuned = (summary.get("machines") or {}).get(TUNED) or {}
         peak = (tuned.get("memory") or {}).get("peak_bytes")
         cores = (tuned.get("cpu") or {}).get("mean_cores")
         rps = (tuned.get("load") or {}).get("throughput_rps")

@@ -2,8 +2,8 @@
 configurations through ablation", Journal of Heuristics 2016) over measured configurations.
 
 A configuration is the set of knob groups (lab/ablation/groups.py) the tuned machine carries on top of the
-default machine's knobs; a measurement is a figure per trial (higher is better: the tuned/default
-throughput ratio of each trial, or a capacity). From the default configuration (no group) to the tuned
+default machine's knobs; a measurement is a figure per trial (higher is better: the tuned machine's steady-state
+throughput in each trial, or a capacity). From the default configuration (no group) to the tuned
 one (every group):
 - the forward path: greedily, at each step the group whose addition gains most (only groups whose needs
   are met), so the first steps are the groups that matter;
@@ -59,9 +59,9 @@ def leave_one_out(groups: dict[str, Group]) -> dict[str, Config]:
     return {name: everything - {name} - dependents(groups, name) for name in groups}
 
 
-def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPLES) -> dict:
+def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: int = RESAMPLES) -> dict:
     """The path, each group's share of the gain and its leave-one-out loss, with 95% intervals, and a
-    sentence. measure(config) -> the figure of each trial of that configuration (measured once each)."""
+    sentence. measure(config) -> the figure of each trial of that configuration (measured once each), in unit."""
     cache: dict[Config, list[float]] = {}
 
     def measured(config: Config) -> list[float]:
@@ -108,7 +108,8 @@ def analyze(groups: dict[str, Group], measure: Measure, resamples: int = RESAMPL
     return {"default": round(default_mean, 6), "tuned": round(tuned_mean, 6),
             "gain": round(tuned_mean - default_mean, 6), "gain_interval": interval(total), "path": rows,
             "configurations": {config_name(c): v for c, v in cache.items()},
-            "sentence": sentence(rows, interval(total)), "interacting": [r["group"] for r in rows if r["interacts"]],
+            "unit": unit, "sentence": sentence(rows, interval(total), unit),
+            "interacting": [r["group"] for r in rows if r["interacts"]],
             "basis": f"forward greedy path and leave-one-out (Fawcett & Hoos 2016); 95% intervals by a percentile "
                      f"bootstrap, each configuration's trials resampled on their own, {resamples:,} resamples"}
 
@@ -128,13 +129,18 @@ def _finite_mean(values: numpy.ndarray) -> float | None:
     return round(float(finite.mean()), 6) if len(finite) else None
 
 
-def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None) -> str:
+def amount(value: float, unit: str) -> str:
+    """A signed figure in its unit: a tenth where it is large (req/s), three decimals where it is small."""
+    return f"{value:+,.1f} {unit}" if abs(value) >= 10 else f"{value:+.3f} {unit}"
+
+
+def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None, unit: str = "") -> str:
     """One sentence from the data: the groups that explain most of the gain, and those that changed nothing.
     A whole gain whose interval holds 0 has no shares to give: said instead."""
     if gain_interval is not None and gain_interval[0] <= 0 <= gain_interval[1]:
         return (f"The tuned machine's gain over the default machine's knobs is not measurable here (95% interval "
-                f"{gain_interval[0]:+.3f} to {gain_interval[1]:+.3f}, tuned ÷ default): no group's share of it can be "
-                "told.")
+                f"{amount(gain_interval[0], unit)} to {amount(gain_interval[1], unit)}): no group's share of it can "
+                "be told.")
     ranked = sorted((r for r in rows if r["measurable"] and r["share"] is not None), key=lambda r: -r["share"])
     leading, explained = [], 0.0
     for row in ranked:

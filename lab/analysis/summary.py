@@ -39,8 +39,12 @@ SCHEMA = 2                  # 2: the verdict, the detected steady state, JMeter'
 MEMORY_EVENTS_SOURCE = "events.json peak_memory_bytes (the machine's memory peak)"
 
 
-def _machines(run: RunFolder, status: dict | None, knobs: dict | None) -> list[str]:
-    """default and tuned always (a missing one is reported as missing), then any other the run names."""
+def _machines(run: RunFolder, record: dict, status: dict | None, knobs: dict | None) -> list[str]:
+    """The machines the run loaded (an ablation's configuration: the tuned one only); else default and tuned
+    always (a missing one is reported as missing), then any other the run names."""
+    loaded = record.get("machines_loaded")
+    if isinstance(loaded, list) and loaded and all(isinstance(name, str) for name in loaded):
+        return [name for name in MACHINES if name in loaded] + sorted(set(loaded) - set(MACHINES))
     names = list(MACHINES)
     found = run.machines_found()
     if status and isinstance(status.get("machines"), dict):
@@ -68,7 +72,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     profile = run.get("profile") if isinstance(run.get("profile"), dict) else {}
     ramp_s = _number(profile.get("ramp_s")) or 0.0
     backend = run.get("backend") or (status or {}).get("backend")
-    machines = _machines(folder, status, knobs)
+    machines = _machines(folder, run, status, knobs)
 
     samples: dict[str, Samples] = {}
     started = _number(run.get("started_at"))

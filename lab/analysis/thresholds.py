@@ -9,10 +9,12 @@ generator was the limit): a lower bound over the limit passes. A figure the run 
 without results, no capacity at all) breaks its threshold: it cannot be shown to pass."""
 from __future__ import annotations
 
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from lab.machines import MACHINES
+from lab.runfolder import RunFolder
 
 # threshold -> (the summary's comparison key, "max" or "min", scale from the summary's unit to the threshold's)
 THRESHOLDS = {
@@ -90,3 +92,19 @@ def junit(results: list[dict], run_id: str, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(suite).write(path, encoding="UTF-8", xml_declaration=True)
     return path
+
+
+def judge(folder: RunFolder, summary: dict | None) -> int:
+    """A line per threshold and a JUnit file of them; 3 when one is broken (0 when none was set)."""
+    results = (summary or {}).get("thresholds")
+    if not results:
+        limits = (folder.read_json(folder.run_json, [], "run") or {}).get("thresholds") or {}
+        if not limits:
+            return 0
+        results = unchecked(limits, "the run has no summary to check them on")
+    path = junit(results, folder.run_id, folder.thresholds_xml)
+    broken = [r for r in results if not r["passed"]]
+    print(f"\nThresholds: {len(results) - len(broken)} of {len(results)} passed (JUnit: {path})", file=sys.stderr)
+    for result in results:
+        print(f"  {result['message']}", file=sys.stderr)
+    return 3 if broken else 0

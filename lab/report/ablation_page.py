@@ -17,7 +17,8 @@ TEMPLATE = "ablation.html.j2"
 
 def waterfall(result: dict) -> Chart:
     chart = Chart("chart-waterfall", "From the default machine's knobs to the tuned machine's",
-                  "Left: tuned ÷ default throughput of each configuration on the forward path, each bar a knob "
+                  "Left: the tuned machine's steady-state throughput in each configuration on the forward path, "
+                  "from the default configuration's (grey), each bar a knob "
                   "group's gain (green up, red down) with its 95% interval. Right: what removing each group from "
                   "the tuned machine loses (leave-one-out), with its interval; where the two disagree the groups "
                   "interact.")
@@ -36,11 +37,11 @@ def waterfall(result: dict) -> Chart:
             left.errorbar([x], [level + gain], yerr=[[gain - low], [high - gain]], color="#333", capsize=3,
                           linewidth=1)
             level += gain
-        left.axhline(1.0, color="#888", linestyle=":", linewidth=1)
         left.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
-        left.set_ylabel("tuned ÷ default")
+        unit = result.get("unit") or ""
+        left.set_ylabel(f"tuned machine ({unit})")
         bottom = min(result["default"], *(r["mean"] for r in rows))
-        left.set_ylim(bottom=max(0.0, bottom - 0.15 * abs(result["tuned"] - bottom) - 0.05))
+        left.set_ylim(bottom=max(0.0, bottom - 0.15 * abs(result["tuned"] - bottom) - 0.05 * abs(bottom)))
         losses = [r["loo_loss"] for r in rows]
         right.barh(range(len(rows)), losses, color=["#c0392b" if r["interacts"] else "#1b7fbf" for r in rows])
         right.errorbar(losses, range(len(rows)),
@@ -50,7 +51,7 @@ def waterfall(result: dict) -> Chart:
         right.axvline(0, color="#888", linewidth=1)
         right.set_yticks(range(len(rows)), [r["group"] for r in rows], fontsize=8)
         right.invert_yaxis()
-        right.set_xlabel("lost when left out of the tuned machine (tuned ÷ default)")
+        right.set_xlabel(f"lost when left out of the tuned machine ({unit})")
         chart.png = finish(fig, [left, right], clock_x=False)
     return chart
 
@@ -65,14 +66,17 @@ def render(ablation: Ablation) -> Path:
         config = config_of(name)
         measured = ablation.config_folder(config)
         verdict = (measured.read_json(measured.summary_json, [], "summary") or {}).get("verdict") or {}
+        run = measured.read_json(measured.run_json, [], "run") or {}
         configs.append({"name": key(config), "size": len(config), "figures": figures,
+                        "uncounted": run.get("uncounted_trials") or 0,
                         "costs": (result.get("costs") or {}).get(name) or {},
                         "verdict": verdict.get("verdict"), "valid": verdict.get("valid"),
                         "report": folder.relative(measured.report_html) if measured.report_html.is_file() else None})
     configs.sort(key=lambda c: (c["size"], c["name"]))
     invalid = [c["name"] for c in configs if c["valid"] is False]
+    uncounted = sum(c["uncounted"] for c in configs)
     page = environment().get_template(TEMPLATE).render(record=record, result=result, configs=configs, invalid=invalid,
-                                                       charts=[waterfall(result)], now=time.time(),
+                                                       uncounted=uncounted, charts=[waterfall(result)], now=time.time(),
                                                        ablation_id=ablation.root.name)
     folder.write_text(folder.report_html, page)
     return folder.report_html
