@@ -108,6 +108,7 @@ def test_a_gain_that_cannot_be_told_from_noise_gets_no_shares():
     assert low <= 0 <= high
     assert result["sentence"].startswith("The tuned machine's gain over the default machine's knobs is not measurable")
     assert f"(95% interval {low:+.3f} req/s to {high:+.3f} req/s)" in result["sentence"]
+    assert all(row["share"] is None and row["share_interval"] is None for row in result["path"])
 
 
 def test_a_group_that_needs_another_comes_after_it_and_leaves_with_it():

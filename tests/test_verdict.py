@@ -58,6 +58,17 @@ def test_a_run_with_spare_cpu_and_memory_is_valid(tmp_path: Path) -> None:
     assert "backend 0.30 cores" in checked and "memory peak 59% of 512 MiB" in checked
 
 
+def test_a_run_of_the_tuned_machine_alone_is_judged_on_it_alone(tmp_path: Path) -> None:
+    # an ablation's configuration loads only the tuned machine: the default one is not "unchecked"
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    alone = {**summary(), "machines": {"tuned": machine()}}
+    judged = verdict.judge(alone, csv_path)
+    assert judged["valid"] and list(judged["machines"]) == ["tuned"]
+    assert judged["sentence"].startswith("Valid: the tuned machine settled") and "bound it" in judged["sentence"]
+    judged = verdict.judge({**alone, "machines": {"tuned": machine(settled=False)}}, csv_path)
+    assert judged["verdict"] == "not settled" and not judged["valid"]
+
+
 def test_engines_on_other_hosts_whose_cpu_is_not_sampled_leave_the_verdict_unknown(tmp_path: Path) -> None:
     csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
     remote = summary()

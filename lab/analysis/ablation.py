@@ -84,6 +84,8 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
         low, high = percentile_interval(samples, CONFIDENCE)
         return round(low, 6), round(high, 6)
 
+    whole = interval(total)
+    shares_told = not whole[0] <= 0 <= whole[1]     # a share of a gain that may be 0 is no share at all
     previous = none
     rows = []
     for step in path:
@@ -94,8 +96,9 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
         row = {"group": step["group"], "about": groups[step["group"]].about, "config": step["config"],
                "mean": round(float(numpy.mean(measured(config))), 6),
                "gain": round(float(numpy.mean(measured(config)) - numpy.mean(measured(previous))), 6),
-               "gain_interval": interval(gain), "share": _finite_mean(share),
-               "share_interval": interval(share[numpy.isfinite(share)]) if numpy.isfinite(share).any() else None,
+               "gain_interval": interval(gain), "share": _finite_mean(share) if shares_told else None,
+               "share_interval": interval(share[numpy.isfinite(share)])
+               if shares_told and numpy.isfinite(share).any() else None,
                "loo_config": sorted(loo[step["group"]]),
                "loo_loss": round(float(numpy.mean(measured(everything)) - numpy.mean(measured(loo[step["group"]]))), 6),
                "loo_interval": interval(loss)}
@@ -106,9 +109,9 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
         previous = config
     default_mean, tuned_mean = float(numpy.mean(measured(none))), float(numpy.mean(measured(everything)))
     return {"default": round(default_mean, 6), "tuned": round(tuned_mean, 6),
-            "gain": round(tuned_mean - default_mean, 6), "gain_interval": interval(total), "path": rows,
+            "gain": round(tuned_mean - default_mean, 6), "gain_interval": whole, "path": rows,
             "configurations": {config_name(c): v for c, v in cache.items()},
-            "unit": unit, "sentence": sentence(rows, interval(total), unit),
+            "unit": unit, "sentence": sentence(rows, whole, unit),
             "interacting": [r["group"] for r in rows if r["interacts"]],
             "basis": f"forward greedy path and leave-one-out (Fawcett & Hoos 2016); 95% intervals by a percentile "
                      f"bootstrap, each configuration's trials resampled on their own, {resamples:,} resamples"}

@@ -45,7 +45,9 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
     placement = run.get("placement") if isinstance(run.get("placement"), dict) else {}
     rows = loadgen.read(loadgen_csv)
     machines = {}
-    for name in MACHINES:
+    # the machines the summary has: both, or the one an ablation's configuration loaded
+    names = [name for name in MACHINES if name in (summary.get("machines") or {})] or list(MACHINES)
+    for name in names:
         entry = (summary.get("machines") or {}).get(name) or {}
         limits = ((summary.get("limits") or {}).get("machines") or {}).get(name)
         machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"), limits,
@@ -54,21 +56,22 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
             # Engines on other hosts (the ssh and Vagrant backends' loadgen group): their CPU is not recorded.
             machines[name]["unchecked"].append("the CPU of the JMeter engines on other hosts (the lab does not "
                                                "sample it): a load generator at its limit there would not show")
-    findings = [f for name in MACHINES for f in machines[name]["findings"]]
+    findings = [f for name in names for f in machines[name]["findings"]]
     ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
         findings.insert(0, {"kind": "incomplete", "machine": None, "figures": {"ended": ended},
                             "sentence": f"The run was {'stopped by an error' if ended['how'] == 'failed' else ended['how']} "
                                         f"during {ended.get('during', '?')}: its figures cover only part of the plan."})
-    unchecked = [f"{name}: {what}" for name in MACHINES for what in machines[name]["unchecked"]]
+    unchecked = [f"{name}: {what}" for name in names for what in machines[name]["unchecked"]]
     findings.sort(key=_rank)
     if findings:
         verdict, sentence = findings[0]["kind"], findings[0]["sentence"]
     elif unchecked:
         verdict, sentence = "unknown", f"Not every check could be made ({'; '.join(unchecked)})."
     else:
-        verdict, sentence = "valid", ("Valid: both machines settled, and neither the host, JMeter, the backend nor "
-                                      "memory bound them (the figures below).")
+        which = ("both machines", "them") if len(names) > 1 else (f"the {names[0]} machine", "it")
+        verdict, sentence = "valid", (f"Valid: {which[0]} settled, and neither the host, JMeter, the backend nor "
+                                      f"memory bound {which[1]} (the figures below).")
     return {"valid": verdict == "valid", "verdict": verdict, "sentence": sentence,
             "kinds": sorted({f["kind"] for f in findings}, key=ORDER.index),
             "placement": placement.get("note"), "machines": machines, "thresholds": THRESHOLDS,
