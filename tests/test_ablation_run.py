@@ -107,8 +107,8 @@ def test_the_plan_says_how_many_configurations_and_how_long_at_most():
     assert lines[0] == "Ablation of 2 knob groups: gc_heap, async_logging"
     assert "at most 4 configurations" in lines[1] and "x 3 trials x 10 users each, ramp 5 s, 40 s" in lines[1]
     assert lines[1].endswith("each on the tuned machine alone (the default configuration is the baseline)")
-    # 4 x (45 s provisioning + 3 x (40 s + 30 s)): the default machine is not loaded again
-    assert run.estimate_s(prepared.plan, 4) == 1020 and "about 0.3 h at most" in lines[2]
+    # 4 x (45 s provisioning + 3 x (40 s + 10 s)): the default machine is not loaded again
+    assert run.estimate_s(prepared.plan, 4) == 780 and "about 0.2 h at most" in lines[2]
     assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7
 
 

@@ -32,9 +32,9 @@ from lab.runfolder import RUNS, RunFolder
 ABLATION_JSON = "ablation.json"
 TUNED = "tuned"                 # the machine each configuration is given; the default machine is left alone
 # Rough costs on top of the load, for the estimate printed before it starts (measured on the local
-# backend: a playbook run that changes one group about 40 s; a trial's evidence and report about 30 s).
+# backend: a playbook run that changes one group 37-52 s; a trial's PCP logger, evidence and summary about 10 s).
 PROVISION_S = 45
-TRIAL_OVERHEAD_S = 30
+TRIAL_OVERHEAD_S = 10
 
 
 FIGURE = "tuned_rps"            # what each trial gives: the tuned machine's steady-state throughput
