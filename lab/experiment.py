@@ -101,8 +101,8 @@ def check_machines(backend: Backend) -> dict:
 def measure(backend: Backend, profile: load.Profile, repeat: int, folder: RunFolder, mode: dict,
             machines: tuple[str, ...], unusable: Callable[[RunFolder], str | None], extra: int) -> dict:
     """One experiment into a folder chosen by the caller (an ablation's configuration) on some of the machines,
-    summarised and reported; returns how it ended ({"how": "completed"} or why not). A trial that unusable
-    (given its folder, summarised) finds no figure in is not counted: up to `extra` more trials replace it."""
+    summarised and reported; returns how it ended ({"how": "completed"} or why not). A trial in which
+    unusable(its summarised folder) finds no figure is not counted: up to `extra` more trials replace such ones."""
     folder, measured = _experiment(backend, profile, None, repeat, mode, folder,
                                    _Trials(machines, unusable, extra))
     with step("Summarising and writing the report"):
@@ -154,8 +154,7 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
         try:
             while len(trials) < repeat + chosen.extra and sum(t["counted"] for t in trials) < repeat:
                 number = len(trials) + 1
-                machines = chosen.machines
-                order = machines if number % 2 or schedule == "parallel" else tuple(reversed(machines))
+                order = chosen.machines if number % 2 or schedule == "parallel" else tuple(reversed(chosen.machines))
                 info(f"trial {number} of {chosen.plan(repeat)}"
                      + (f" ({' then '.join(order)})" if schedule == "sequential" and len(order) > 1 else ""))
                 measured = _trial(setup, folder.trial(number), order)
