@@ -148,6 +148,8 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
                                                                                              abs=1e-3)
     page = (root / "report" / "index.html").read_text()
     assert "gc_heap and async_logging explain 100% of the gain" in page and "data:image/png;base64," in page
+    assert result["interval_note"].startswith("3 trials: the interval is narrower than a true 95% one")
+    assert "Every interval here: 3 trials: the interval is narrower" in page
     assert 'href="../configs/gc_heap/report/index.html"' in page and 'href="../configs/default/report/index.html"' in page
     assert result["costs"]["async_logging,gc_heap"]["peak_memory_bytes"] == 400e6     # a key of two groups
 

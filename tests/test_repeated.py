@@ -86,6 +86,25 @@ def test_the_page_of_a_repeated_run_shows_the_trials_and_their_intervals(tmp_pat
     assert "tuned then default" in html and html.count("data:image/png;base64,") == 1
 
 
+def test_a_run_of_one_machine_gives_its_mean_and_a_chart_of_it_not_empty_columns(tmp_path: Path) -> None:
+    # an ablation's configuration loads the tuned machine alone: each trial has no default figure and no ratio
+    folder = make_repeated_run(tmp_path / "run", settled=(False, False, False))
+    for trial in folder.trials():
+        figures = json.loads(trial.summary_json.read_text())
+        for row in figures["comparison"]:
+            row.update(default=None, ratio=None)
+        trial.write_json(trial.summary_json, figures)
+    summary = repeated.summarize(folder.root)
+    row = next(r for r in summary["comparison"] if r["key"] == "throughput_rps")
+    assert row["tuned"] == pytest.approx(sum(t for _, t in THROUGHPUT) / 3) and row["default"] is None
+    assert row["ratio"] is None and row["note"] == "one machine loaded: no ratio"
+    run = json.loads(folder.run_json.read_text())
+    folder.write_json(folder.run_json, {**run, "mode": "ablation", "machines_loaded": ["tuned"]})
+    html = report.render(folder.root).read_text()
+    assert html.count("data:image/png;base64,") == 1 and "steady-state throughput in each trial (the only machine loaded)" in html
+    assert "the tuned machine alone, measured 3 times" in html
+
+
 def test_an_a_a_run_reports_its_noise_floor(tmp_path: Path) -> None:
     folder = make_repeated_run(tmp_path / "run", throughput=[(700.0, 705.0), (730.0, 720.0), (720.0, 731.0)])
     run = json.loads(folder.run_json.read_text())

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy
 
 from lab.ablation.groups import Group, valid
-from lab.analysis.trials import CONFIDENCE, RESAMPLES, SEED, percentile_interval, resampled_means
+from lab.analysis.trials import CONFIDENCE, RESAMPLES, SEED, few_trials_note, percentile_interval, resampled_means
 
 Config = frozenset[str]
 Measure = Callable[[Config], list[float]]
@@ -112,6 +112,7 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
             "gain": round(tuned_mean - default_mean, 6), "gain_interval": whole, "path": rows,
             "configurations": {config_name(c): v for c, v in cache.items()},
             "unit": unit, "sentence": sentence(rows, whole, unit),
+            "interval_note": few_trials_note(min(len(measured(config)) for config in configs)),
             "interacting": [r["group"] for r in rows if r["interacts"]],
             "basis": f"forward greedy path and leave-one-out (Fawcett & Hoos 2016); 95% intervals by a percentile "
                      f"bootstrap, each configuration's trials resampled on their own, {resamples:,} resamples"}

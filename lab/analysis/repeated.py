@@ -97,14 +97,22 @@ def _comparison(summaries: list[dict]) -> list[dict]:
         present = [row for row in per_trial if row and row["default"] is not None and row["tuned"] is not None]
         usable = [row for row in present if row["ratio"] is not None]
         interval = stats.ratio_interval([row["default"] for row in usable], [row["tuned"] for row in usable])
+
+        def column(machine: str) -> float | None:
+            """Its mean over the trials that measured both; with none, over those that measured it (one machine
+            loaded: an ablation's configuration)."""
+            return mean([r[machine] for r in present] if present else
+                        [r[machine] for r in per_trial if r and r[machine] is not None])
         row = {"key": key, "label": label, "unit": unit, "better": better,
-               "default": mean([r["default"] for r in present]), "tuned": mean([r["tuned"] for r in present]),
+               "default": column("default"), "tuned": column("tuned"),
                "ratio": interval["ratio"], "low": interval["low"], "high": interval["high"],
                "points": interval["points"], "trials": len(usable), "of": len(summaries)}
         zeros = sum(1 for r in present if r["ratio"] is None and r["default"] == 0 and r["tuned"] == 0)
         left_out = len(summaries) - len(usable)
         if zeros == left_out and zeros:
             row["note"] = f"0 on both machines in {zeros} of {len(summaries)} trials"
+        elif not present and (row["default"] is None) != (row["tuned"] is None):
+            row["note"] = "one machine loaded: no ratio"
         elif left_out:
             row["note"] = f"{left_out} of {len(summaries)} trials without a ratio of their own left out"
         rows.append(row)

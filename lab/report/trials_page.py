@@ -16,18 +16,23 @@ def trials_chart(summary: dict) -> Chart:
     # A capacity run's trial rows hold each machine's capacity (repeated._trial_row), and its ratio is theirs.
     key, figure_name = ("capacity_rps", "capacity") if summary.get("capacity") else \
         ("throughput_rps", "steady-state throughput")
-    chart = Chart("chart-trials", f"{figure_name.split()[-1].capitalize()} by trial",
-                  f"Left: each machine's {figure_name} in each trial. Right: tuned ÷ default per trial, "
-                  "the ratio over all trials (line) and its 95% interval (band).")
     trials = summary.get("trials") or []
     numbers = [t["number"] for t in trials]
-    if not any(t.get("default_rps") is not None for t in trials):
+    # the machines the trials measured: both, or the one an ablation's configuration loaded (then no ratio)
+    machines = [m for m in ("default", "tuned") if any(t.get(f"{m}_rps") is not None for t in trials)]
+    chart = Chart("chart-trials", f"{figure_name.split()[-1].capitalize()} by trial",
+                  f"Left: each machine's {figure_name} in each trial. Right: tuned ÷ default per trial, "
+                  "the ratio over all trials (line) and its 95% interval (band)." if len(machines) > 1 else
+                  f"The {' '.join(machines)} machine's {figure_name} in each trial (the only machine loaded).")
+    if not machines:
         chart.missing = ["default", "tuned"]
         return chart
     row = next((r for r in summary.get("comparison") or [] if r["key"] == key), {})
     with style():
         fig, (left, right) = figure(2, sharey=False)
-        for machine in ("default", "tuned"):
+        if len(machines) == 1:
+            right.set_visible(False)
+        for machine in machines:
             left.plot(numbers, [t.get(f"{machine}_rps") for t in trials], "o-", color=COLORS[machine], label=machine)
         left.set_ylabel("req/s")
         left.set_ylim(bottom=0)
