@@ -97,14 +97,8 @@ def _comparison(summaries: list[dict]) -> list[dict]:
         present = [row for row in per_trial if row and row["default"] is not None and row["tuned"] is not None]
         usable = [row for row in present if row["ratio"] is not None]
         interval = stats.ratio_interval([row["default"] for row in usable], [row["tuned"] for row in usable])
-
-        def column(machine: str) -> float | None:
-            """Its mean over the trials that measured both; with none, over those that measured it (one machine
-            loaded: an ablation's configuration)."""
-            return mean([r[machine] for r in present] if present else
-                        [r[machine] for r in per_trial if r and r[machine] is not None])
         row = {"key": key, "label": label, "unit": unit, "better": better,
-               "default": column("default"), "tuned": column("tuned"),
+               "default": _column(per_trial, present, "default"), "tuned": _column(per_trial, present, "tuned"),
                "ratio": interval["ratio"], "low": interval["low"], "high": interval["high"],
                "points": interval["points"], "trials": len(usable), "of": len(summaries)}
         zeros = sum(1 for r in present if r["ratio"] is None and r["default"] == 0 and r["tuned"] == 0)
@@ -117,6 +111,13 @@ def _comparison(summaries: list[dict]) -> list[dict]:
             row["note"] = f"{left_out} of {len(summaries)} trials without a ratio of their own left out"
         rows.append(row)
     return rows
+
+
+def _column(per_trial: list[dict | None], present: list[dict], machine: str) -> float | None:
+    """A machine's mean over the trials that measured both machines; with none, over those that measured it (one
+    machine loaded: an ablation's configuration)."""
+    return mean([r[machine] for r in present] if present else
+                [r[machine] for r in per_trial if r and r[machine] is not None])
 
 
 def _capacity(summaries: list[dict], comparison: list[dict]) -> dict:
