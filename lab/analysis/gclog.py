@@ -248,6 +248,15 @@ def _gcviewer_summary(text: str) -> dict:
 
 # ------------------------------------------------------------------------------------------- analyse
 
+def _collector_in_force(logs: list, window: tuple[float, float] | None) -> str | None:
+    """The collector of the JVM that ran in the window (else the newest): the "Using …" line of the newest log
+    begun before the window's end. The folder keeps earlier JVMs' logs, of other collectors when the machine's
+    GC knobs changed (an A/A run, an ablation); a JVM's later rotated files have no such line (logs: by time)."""
+    end = window[1] if window else None
+    named = [log for log in logs if log.collector and (end is None or log.first_at is None or log.first_at < end)]
+    return named[-1].collector if named else None
+
+
 def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewer: bool = True) -> dict:
     """Pause figures of one machine's GC logs, over `window` (epoch start, end) when the logs carry
     wall-clock time, else over the whole logs. Returns a dict for summary.json, with "series" (one
@@ -259,7 +268,7 @@ def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewe
         return result
     logs = [read_log(p) for p in files]
     logs.sort(key=lambda f: (f.first_at if f.first_at is not None else float("inf"), -_rotation(f.path)))
-    result["collector"] = next((f.collector for f in logs if f.collector), None)
+    result["collector"] = _collector_in_force(logs, window)
 
     pauses_by_file: dict[str, list[Pause]] = {}
     whole: dict[str, dict] = {}
