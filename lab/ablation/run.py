@@ -1,10 +1,10 @@
 """./start.sh ablate: the tuned machine walked from the default machine's knobs to its own, one knob group
 at a time (lab/analysis/ablation.py chooses the path as it goes), each configuration measured as a
 repeated run of the tuned machine alone (figure: its steady-state throughput of requests answered without
-error, per trial). The baseline is
-the default configuration measured on the same machine, so the default machine, whose knobs never change,
-is not loaded again for every configuration: that halves the cost where the machines are loaded one after
-the other, and keeps each configuration's figure free of the host sharing its CPUs between two loads.
+error, per trial). The baseline is the default configuration measured on the same machine, so the default
+machine, whose knobs never change, is not loaded again for every configuration: that halves the cost where
+the machines are loaded one after the other, and keeps each configuration's figure free of the host sharing
+its CPUs between two loads.
 
 The ablation's folder (runs/<id>/) holds ablation.json (the plan, then the analysis), knobs/<config>.yml
 (the extra vars that made each configuration) and configs/<config>/ (each configuration's run folder,
@@ -206,10 +206,15 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
     return result
 
 
+def _tuned(trial: RunFolder) -> dict:
+    """The tuned machine's figures in a summarised trial ({} before its summary)."""
+    summary = (trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None) or {}
+    return (summary.get("machines") or {}).get(TUNED) or {}
+
+
 def figure(trial: RunFolder) -> tuple[float | None, str | None]:
     """A summarised trial's figure (the tuned machine's steady-state throughput without errors), or why it has none."""
-    summary = (trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None) or {}
-    load_ = ((summary.get("machines") or {}).get(TUNED) or {}).get("load") or {}
+    load_ = _tuned(trial).get("load") or {}
     throughput = load_.get("good_throughput_rps")
     if (load_.get("window") or {}).get("settled") is False:
         return None, "the tuned machine did not reach a steady state"
@@ -222,8 +227,7 @@ def costs(folder: RunFolder) -> dict:
     """The tuned machine's cost in a configuration, over its trials: peak memory and CPU time per request."""
     peaks, per_request = [], []
     for trial in folder.trials():
-        summary = trial.read_json(trial.summary_json, [], "summary") or {}
-        tuned = (summary.get("machines") or {}).get(TUNED) or {}
+        tuned = _tuned(trial)
         peak = (tuned.get("memory") or {}).get("peak_bytes")
         cores = (tuned.get("cpu") or {}).get("mean_cores")
         rps = (tuned.get("load") or {}).get("throughput_rps")
