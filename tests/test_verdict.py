@@ -67,6 +67,17 @@ def test_a_run_of_the_tuned_machine_alone_is_judged_on_it_alone(tmp_path: Path) 
     assert judged["sentence"].startswith("Valid: the tuned machine settled") and "bound it" in judged["sentence"]
     judged = verdict.judge({**alone, "machines": {"tuned": machine(settled=False)}}, csv_path)
     assert judged["verdict"] == "not settled" and not judged["valid"]
+    assert " ratio" not in judged["sentence"] and "its figures are of its warm-up" in judged["sentence"]
+    # bound by the host and the backend: no ratio to speak of, and no other machine to share the CPUs with
+    busy = write_loadgen(tmp_path / "busy.csv", 300, cpus=2, busy_share=0.985, jmeter_cores=0.35)
+    parallel = {**alone, "run": {**alone["run"], "schedule": "parallel"}, "machines": {"tuned": machine(backend_cores=0.97)}}
+    judged = verdict.judge(parallel, busy)
+    assert judged["kinds"] == ["host-bound", "backend-bound"]
+    sentences = [f["sentence"] for f in judged["machines"]["tuned"]["findings"]]
+    assert sentences[0].startswith("tuned shared this host's 2 CPUs with JMeter, and only 1.5%")
+    assert "its figures show how the host divided" in sentences[0]
+    assert "its throughput understates what its knobs can buy" in sentences[1]
+    assert not any(" ratio" in sentence for sentence in sentences)
 
 
 def test_engines_on_other_hosts_whose_cpu_is_not_sampled_leave_the_verdict_unknown(tmp_path: Path) -> None:

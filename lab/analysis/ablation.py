@@ -72,6 +72,7 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
         return cache[config]
 
     none, everything = frozenset(), frozenset(groups)
+    measured(none)      # the baseline first: every later step is read against it, so it is on show from the start
     path = forward_path(groups, measured)
     loo = leave_one_out(groups)
     rng = numpy.random.default_rng(SEED)

@@ -51,7 +51,8 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
         entry = (summary.get("machines") or {}).get(name) or {}
         limits = ((summary.get("limits") or {}).get("machines") or {}).get(name)
         machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"), limits,
-                                        swap_mib=number((run.get("memory_model") or {}).get("swap_mib")) or 0)
+                                        swap_mib=number((run.get("memory_model") or {}).get("swap_mib")) or 0,
+                                        alone=len(names) == 1)
         if entry.get("load") and (run.get("load_generator") or {}).get("engines_sampled") is False:
             # Engines on other hosts (the ssh and Vagrant backends' loadgen group): their CPU is not recorded.
             machines[name]["unchecked"].append("the CPU of the JMeter engines on other hosts (the lab does not "
@@ -87,7 +88,8 @@ def _rank(finding: dict) -> float:
 
 
 def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], schedule: str | None,
-                   limits: dict | None = None, swap_mib: float = 0) -> dict:
+                   limits: dict | None = None, swap_mib: float = 0, alone: bool = False) -> dict:
+    """alone: the run loaded this machine only (an ablation's configuration), so there is no ratio to speak of."""
     findings: list[dict] = []
     checked: list[str] = []
     unchecked: list[str] = []
@@ -99,15 +101,16 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
         if window.get("settled") is False:
             reason = (window.get("detection") or {}).get("reason") or window.get("note") or "no steady state"
             findings.append({"kind": "not settled", "machine": name, "figures": {"detection": window.get("detection")},
-                             "sentence": f"{name} never reached a steady state ({reason}): no ratio is reported; "
-                                         "a longer run (--duration) lets it settle."})
+                             "sentence": f"{name} never reached a steady state ({reason}): "
+                                         + ("its figures are of its warm-up" if alone else "no ratio is reported")
+                                         + "; a longer run (--duration) lets it settle."})
         elif window.get("settled") is None and window.get("start_s") is not None:
             checked.append(f"the whole load, {clock(window['start_s'])} to {clock(window.get('end_s'))} (its rate "
                            "steps up: no steady state is looked for)")
         elif window.get("start_s") is not None:
             checked.append(f"steady from {clock(window['start_s'])} ({window.get('warmup_s') or 0:.0f} s of warm-up "
                            f"after the ramp-up) to {clock(window.get('end_s'))}")
-    _judge_client_errors(name, load, findings, checked)
+    _judge_client_errors(name, load, findings, checked, alone)
     host = loadgen.over(rows, window["start_at"], window["end_at"]) if window.get("duration_s", 0) > 0 else None
     shared = not placement.get("dedicated", False)
     if load and not host:
@@ -115,12 +118,12 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
     if host:
         cpus = len(parse_cpulist(((placement.get("cpus") or {}).get(LOADGEN)) or "")) or host["host_cpus"]
         if shared and host["host_idle_pct"] is not None and host["host_idle_pct"] < HOST_IDLE_MIN_PCT:
-            others = "JMeter" + (" and the other machine" if schedule != "sequential" else "")
+            others = "JMeter" + (" and the other machine" if schedule != "sequential" and not alone else "")
             findings.append({"kind": "host-bound", "machine": name, "figures": host,
                              "sentence": f"{name} shared this host's {host['host_cpus']} CPUs with {others}, and only "
                                          f"{host['host_idle_pct']:.1f}% of them was idle while it was loaded: its "
-                                         "figures, and the ratio, show how the host divided its CPUs, not what the "
-                                         "tuning bought."})
+                                         f"figures{'' if alone else ', and the ratio,'} show how the host divided its "
+                                         "CPUs, not what the tuning bought."})
         else:
             checked.append(f"host CPUs {host['host_idle_pct']:.0f}% idle ({'shared' if shared else 'dedicated'})")
         if host["loadgen_cores"] is not None and cpus and host["loadgen_cores"] > LOADGEN_BUSY_MAX * cpus:
@@ -134,9 +137,9 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
     if backend is not None and backend > BACKEND_CPU_MAX_CORES:
         findings.append({"kind": "backend-bound", "machine": name, "figures": {"backend_cpu_cores": backend},
                          "sentence": f"{name}'s mock backend used {backend:.2f} cores (it is single-threaded: one "
-                                     "core is all it has): the backend set the pace, so the ratio understates what "
-                                     "the tuning can buy."})
-    elif not _judge_backend_queue(name, entry, findings) and backend is not None:
+                                     "core is all it has): the backend set the pace, so "
+                                     f"{_understated(alone)}."})
+    elif not _judge_backend_queue(name, entry, findings, alone) and backend is not None:
         checked.append(f"backend {backend:.2f} cores")
     _judge_backend_limit(name, limits or {}, findings, checked)
     peak = number((entry.get("memory") or {}).get("peak_bytes"))
@@ -160,7 +163,11 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
             "findings": findings, "checked": checked, "unchecked": unchecked}
 
 
-def _judge_client_errors(name: str, load: dict, findings: list[dict], checked: list[str]) -> None:
+def _understated(alone: bool) -> str:
+    return "its throughput understates what its knobs can buy" if alone else "the ratio understates what the tuning can buy"
+
+
+def _judge_client_errors(name: str, load: dict, findings: list[dict], checked: list[str], alone: bool = False) -> None:
     """Requests that failed on the load generator itself: out of client ports (keep-alive off leaves every closed
     connection's port in TIME_WAIT for 60 s), so they say nothing about the machine. From CLIENT_ERRORS_MAX of
     the requests on, JMeter was the limit."""
@@ -175,11 +182,11 @@ def _judge_client_errors(name: str, load: dict, findings: list[dict], checked: l
                      "figures": {"client_errors": client, "samples": samples or None},
                      "sentence": f"{client:,} of the requests to {name} failed on the load generator itself "
                                  "(\"Cannot assign requested address\": it ran out of client ports, each closed "
-                                 "connection holding one for 60 s): those errors, and the ratio, are the client's, "
-                                 "not the machine's."})
+                                 "connection holding one for 60 s): those errors"
+                                 f"{'' if alone else ', and the ratio,'} are the client's, not the machine's."})
 
 
-def _judge_backend_queue(name: str, entry: dict, findings: list[dict]) -> bool:
+def _judge_backend_queue(name: str, entry: dict, findings: list[dict], alone: bool = False) -> bool:
     """A backend that answers N requests at a time (mock_service_max_concurrency, the 2018 backend's 1) while more of
     the service's calls held a connection to it (the HTTP client pool's leased peak, from PCP): they queued there,
     so the backend set the pace however little CPU it used."""
@@ -192,7 +199,7 @@ def _judge_backend_queue(name: str, entry: dict, findings: list[dict]) -> bool:
                      "sentence": f"{name}'s mock backend answers {int(slots)} request(s) at a time "
                                  f"(mock_service_max_concurrency) while up to {int(leased)} of the service's calls held a "
                                  "connection to it (the HTTP client pool's leased peak): they queued at the backend, so "
-                                 "it set the pace and the ratio understates what the tuning can buy."})
+                                 f"it set the pace and {_understated(alone)}."})
     return True
 
 
