@@ -198,3 +198,21 @@ def test_a_configuration_without_two_figures_stops_the_ablation_and_is_measured_
     # the baseline, measured first, is kept; the configuration is measured again, the unusable one kept aside
     assert lab.measured == ["gc_heap"]
     assert [p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()] == ["gc_heap"]
+
+
+@pytest.mark.parametrize(("load", "expected"), [
+    ({"good_throughput_rps": 812.5, "all": {"samples": 48000}, "window": {"settled": True}}, (812.5, None)),
+    # every request failed (the OOM killer ending the JVM over and over): the configuration broke the machine,
+    # and that is its figure, not a trial to replace
+    ({"good_throughput_rps": 0.0, "all": {"samples": 123512}, "window": {"settled": True}}, (0.0, None)),
+    ({"good_throughput_rps": 0.0, "all": {"samples": 0}, "window": {"settled": True}},
+     (None, "the tuned machine was sent no request")),
+    ({"good_throughput_rps": 812.5, "all": {"samples": 48000}, "window": {"settled": False}},
+     (None, "the tuned machine did not reach a steady state")),
+    ({"window": {"settled": True}}, (None, "the tuned machine has no steady-state throughput")),
+])
+def test_a_trials_figure_is_its_good_throughput_and_zero_when_the_configuration_broke_the_machine(
+        tmp_path, load, expected):
+    trial = RunFolder(tmp_path / "trial")
+    RunFolder.write_json(trial.summary_json, {"machines": {"tuned": {"load": load}}})
+    assert run.figure(trial) == expected

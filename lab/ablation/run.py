@@ -213,13 +213,17 @@ def _tuned(trial: RunFolder) -> dict:
 
 
 def figure(trial: RunFolder) -> tuple[float | None, str | None]:
-    """A summarised trial's figure (the tuned machine's steady-state throughput without errors), or why it has none."""
+    """A summarised trial's figure (the tuned machine's steady-state throughput without errors), or why it has none.
+    A machine that failed every request it was sent has a figure, 0: that configuration broke it (the OOM killer
+    ending its JVM, say), which is a result, not a measurement that went wrong."""
     load_ = _tuned(trial).get("load") or {}
     throughput = load_.get("good_throughput_rps")
     if (load_.get("window") or {}).get("settled") is False:
         return None, "the tuned machine did not reach a steady state"
-    if not isinstance(throughput, (int, float)) or throughput <= 0:
-        return None, "the tuned machine answered no request without error"
+    if not isinstance(throughput, (int, float)) or throughput < 0:
+        return None, "the tuned machine has no steady-state throughput"
+    if throughput == 0 and not (load_.get("all") or {}).get("samples"):
+        return None, "the tuned machine was sent no request"
     return float(throughput), None
 
 
