@@ -143,9 +143,18 @@ def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None,
     """One sentence from the data: the groups that explain most of the gain, and those that changed nothing.
     A whole gain whose interval holds 0 has no shares to give: said instead."""
     if gain_interval is not None and gain_interval[0] <= 0 <= gain_interval[1]:
-        return (f"The tuned machine's gain over the default machine's knobs is not measurable here (95% interval "
+        said = (f"The tuned machine's gain over the default machine's knobs is not measurable here (95% interval "
                 f"{amount(gain_interval[0], unit)} to {amount(gain_interval[1], unit)}): no group's share of it can "
-                "be told.")
+                "be told")
+        # the tuning may still hold together: a group the tuned machine cannot do without is worth saying
+        needed = [r for r in rows if r["loo_interval"][0] > 0]
+        if needed:
+            said += "; yet " + _names([
+                f"without {r['group']} the tuned machine changes by {amount(-r['loo_loss'], unit)} (95% interval "
+                f"{amount(-r['loo_interval'][1], unit)} to {amount(-r['loo_interval'][0], unit)})"
+                + (f", far from what it gained alone on the path ({amount(r['gain'], unit)}): it matters with the "
+                   "other groups" if r["interacts"] else "") for r in needed])
+        return said + "."
     ranked = sorted((r for r in rows if r["measurable"] and r["share"] is not None), key=lambda r: -r["share"])
     leading, explained = [], 0.0
     for row in ranked:
