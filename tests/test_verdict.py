@@ -61,7 +61,7 @@ def test_a_run_with_spare_cpu_and_memory_is_valid(tmp_path: Path) -> None:
 def test_a_run_of_the_tuned_machine_alone_is_judged_on_it_alone(tmp_path: Path) -> None:
     # an ablation's configuration loads only the tuned machine: the default one is not "unchecked"
     csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
-    alone = {**summary(), "machines": {"tuned": machine()}}
+    alone = {"run": {**summary()["run"], "machines_loaded": ["tuned"]}, "machines": {"tuned": machine()}}
     judged = verdict.judge(alone, csv_path)
     assert judged["valid"] and list(judged["machines"]) == ["tuned"]
     assert judged["sentence"].startswith("Valid: the tuned machine settled") and "bound it" in judged["sentence"]

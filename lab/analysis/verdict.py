@@ -52,7 +52,7 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
         limits = ((summary.get("limits") or {}).get("machines") or {}).get(name)
         machines[name] = _judge_machine(name, entry, placement, rows, run.get("schedule"), limits,
                                         swap_mib=number((run.get("memory_model") or {}).get("swap_mib")) or 0,
-                                        alone=len(names) == 1)
+                                        alone=len(run.get("machines_loaded") or names) == 1)
         if entry.get("load") and (run.get("load_generator") or {}).get("engines_sampled") is False:
             # Engines on other hosts (the ssh and Vagrant backends' loadgen group): their CPU is not recorded.
             machines[name]["unchecked"].append("the CPU of the JMeter engines on other hosts (the lab does not "
