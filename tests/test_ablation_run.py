@@ -153,12 +153,19 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
     assert 'href="../configs/gc_heap/report/index.html"' in page and 'href="../configs/default/report/index.html"' in page
     assert result["costs"]["async_logging,gc_heap"]["peak_memory_bytes"] == 400e6     # a key of two groups
 
-    # resumed once finished: the report again, nothing provisioned, nothing measured
+    # resumed once finished: analysed again from the trials kept (here, one edited by hand), nothing provisioned,
+    # nothing measured
+    trial = RunFolder(root / "configs" / "default" / "trials" / "1")
+    kept = json.loads(trial.summary_json.read_text())
+    kept["machines"]["tuned"]["load"]["good_throughput_rps"] += 30.0
+    RunFolder.write_json(trial.summary_json, kept)
     lab.playbooks.clear()
     lab.measured.clear()
     assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0
     assert lab.playbooks == [] and lab.measured == [] and not host.aa_pending()
-    assert "is a finished ablation: its report is written again" in capsys.readouterr().err
+    assert "is a finished ablation: analysed again from its trials, its report written again" in capsys.readouterr().err
+    again = json.loads((root / "ablation.json").read_text())["analysis"]
+    assert again["default"] == pytest.approx(result["default"] + 10.0) and again["tuned"] == result["tuned"]
     # a configuration whose own verdict is not valid is said where the figures are shown
     assert "<strong>1 of 8 configurations not valid</strong> (httpd_mpm:" in page
 

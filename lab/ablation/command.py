@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from lab import experiment, load, options, runfolder
 from lab.ablation import groups as knob_groups
 from lab.ablation.groups import Group
-from lab.ablation.run import FIGURE, Ablation, Plan, ablate, chosen_groups, describe
+from lab.ablation.run import FIGURE, Ablation, Plan, ablate, chosen_groups, describe, reanalyse
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
@@ -76,9 +76,9 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
     groups = {name: every[name] for name in plan.groups}
     finished = prepared.resume is not None and (prepared.resume.record().get("analysis") or None)
     if finished:
-        info(f"{prepared.resume.root} is a finished ablation: its report is written again")
-        result = finished
         ablation = prepared.resume
+        info(f"{ablation.root} is a finished ablation: analysed again from its trials, its report written again")
+        result = reanalyse(ablation, plan, every)
     else:
         for line in describe(plan, groups):
             print(line, file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -200,9 +201,22 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
                                  + (f": {ended['error']}" if ended.get("error") else ""))
             return ablation.figures(config)
 
-        result = analysis.analyze(groups, measure, UNIT)
-    result["costs"] = {name: costs(ablation.config_folder(analysis.config_of(name))) for name in result["configurations"]}
+        result = _analyse(ablation, groups, measure)
     ablation.update(analysis=result, ended_at=time.time())
+    return result
+
+
+def reanalyse(ablation: Ablation, plan: Plan, every: dict[str, Group]) -> dict:
+    """A finished ablation analysed again from the trials kept in its folder, by this lab's analysis: no machine
+    is touched."""
+    result = _analyse(ablation, {name: every[name] for name in plan.groups}, ablation.figures)
+    ablation.update(analysis=result)
+    return result
+
+
+def _analyse(ablation: Ablation, groups: dict[str, Group], measure: Callable[[frozenset[str]], list[float]]) -> dict:
+    result = analysis.analyze(groups, measure, UNIT)
+    result["costs"] = {name: costs(ablation.config_folder(analysis.config_of(name))) for name in result["configurations"]}
     return result
 
 

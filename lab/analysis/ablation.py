@@ -140,20 +140,19 @@ def amount(value: float, unit: str) -> str:
 
 
 def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None, unit: str = "") -> str:
-    """One sentence from the data: the groups that explain most of the gain, and those that changed nothing.
+    """One sentence from the data: the groups that explain most of the gain, those the tuned machine cannot do
+    without (its leave-one-out loss excludes 0) though their step said otherwise, and those that changed nothing.
     A whole gain whose interval holds 0 has no shares to give: said instead."""
+    needed = [r for r in rows if r["loo_interval"][0] > 0]
     if gain_interval is not None and gain_interval[0] <= 0 <= gain_interval[1]:
         said = (f"The tuned machine's gain over the default machine's knobs is not measurable here (95% interval "
                 f"{amount(gain_interval[0], unit)} to {amount(gain_interval[1], unit)}): no group's share of it can "
                 "be told")
         # the tuning may still hold together: a group the tuned machine cannot do without is worth saying
-        needed = [r for r in rows if r["loo_interval"][0] > 0]
         if needed:
-            said += "; yet " + _names([
-                f"without {r['group']} the tuned machine changes by {amount(-r['loo_loss'], unit)} (95% interval "
-                f"{amount(-r['loo_interval'][1], unit)} to {amount(-r['loo_interval'][0], unit)})"
-                + (f", far from what it gained alone on the path ({amount(r['gain'], unit)}): it matters with the "
-                   "other groups" if r["interacts"] else "") for r in needed])
+            said += "; yet " + _names([_without(r, unit) + (
+                f", far from what it gained alone on the path ({amount(r['gain'], unit)}): it matters with the "
+                "other groups" if r["interacts"] else "") for r in needed])
         return said + "."
     ranked = sorted((r for r in rows if r["measurable"] and r["share"] is not None), key=lambda r: -r["share"])
     leading, explained = [], 0.0
@@ -162,20 +161,32 @@ def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None,
         explained += row["share"]
         if explained >= 0.8:
             break
-    nothing = [r["group"] for r in rows if not r["measurable"] and not r["interacts"]]
     parts = []
     if leading:
         low = sum(r["share_interval"][0] for r in leading if r["share_interval"])
         high = sum(r["share_interval"][1] for r in leading if r["share_interval"])
         parts.append(f"{_names([r['group'] for r in leading])} explain{'s' if len(leading) == 1 else ''} "
                      f"{explained:.0%} of the gain (intervals summed: {low:.0%} to {high:.0%})")
+    # a step lost in the noise of the path, yet a measurable loss when left out of the tuned machine
+    unseen = [r for r in needed if not r["measurable"] and not r["interacts"]]
+    if unseen:
+        parts.append(_names([_without(r, unit) for r in unseen]) + ", though its step on the path was not measurable")
+    nothing = [r["group"] for r in rows if not r["measurable"] and not r["interacts"] and r not in needed]
     if nothing:
         parts.append(f"{_names(nothing)} changed nothing measurable")
-    interacting = [r["group"] for r in rows if r["interacts"]]
+    interacting = [r for r in rows if r["interacts"]]
     if interacting:
-        parts.append(f"{_names(interacting)} interact{'s' if len(interacting) == 1 else ''} with other groups "
-                     "(alone on the path it gained other than its removal from the tuned machine lost)")
+        parts.append(f"{_names([r['group'] for r in interacting])} interact{'s' if len(interacting) == 1 else ''} "
+                     "with other groups: " + _names([_without(r, unit) for r in interacting])
+                     + (", far from what it gained alone on the path" if len(interacting) == 1
+                        else ", far from what each gained alone on the path"))
     return ("; ".join(parts) + ".") if parts else "No group changed anything measurable."
+
+
+def _without(row: dict, unit: str) -> str:
+    """What the tuned machine measured without the row's group (its leave-one-out loss), signed, with its interval."""
+    return (f"without {row['group']} the tuned machine changes by {amount(-row['loo_loss'], unit)} (95% interval "
+            f"{amount(-row['loo_interval'][1], unit)} to {amount(-row['loo_interval'][0], unit)})")
 
 
 def _names(names: list[str]) -> str:
