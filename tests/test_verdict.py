@@ -295,3 +295,24 @@ def test_a_backend_that_queues_the_services_calls_is_found_whatever_its_cpu(tmp_
         free["backend_max_concurrency"], free["resources"]["pool_leased_max"] = slots, leased
         judged = verdict.judge(summary(default=free), csv_path)["machines"]["default"]
         assert judged["verdict"] == "valid" and "backend 0.05 cores" in judged["checked"]
+
+
+def test_calls_queued_in_the_services_client_pool_make_the_machine_backend_bound(tmp_path: Path):
+    # as measured at 150 users: 20 connections to the mock in use, up to 129 calls waiting for one (Camel's default
+    # pool), at about 45% host idle: no other bound, yet both machines served about 830 req/s = 20 / 24 ms
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.55, jmeter_cores=0.1)
+    queued = machine()
+    queued["resources"].update(pool_pending_max=129.0, pool_leased_max=20.0)
+    judged = verdict.judge(summary(tuned=queued), csv_path)
+    assert judged["verdict"] == "backend-bound" and judged["kinds"] == ["backend-bound"]
+    finding = judged["machines"]["tuned"]["findings"][0]
+    assert finding["figures"] == {"pool_leased_max": 20, "pool_pending_max": 129}
+    assert finding["sentence"] == ("tuned's calls to the backend queued in the service's HTTP client pool: up to 129 "
+                                   "waited for one of the 20 connections in use (PCP: the pool's peaks), so the pool "
+                                   "set the pace and the ratio understates what the tuning can buy; its size is the "
+                                   "knob camel_app_http_client_per_route.")
+    # a few calls waiting now and then: checked, not a bound
+    queued["resources"].update(pool_pending_max=3.0)
+    judged = verdict.judge(summary(tuned=queued), csv_path)
+    assert judged["valid"]
+    assert "backend connections: 20 in use at most, 3 calls waiting" in judged["machines"]["tuned"]["checked"]

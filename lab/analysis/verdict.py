@@ -10,8 +10,10 @@ load); a machine gets every kind that applies, the run the first of all:
   generator itself (out of client ports), or (a capacity run) it could not deliver a step's rate before the
   machine had missed the SLO;
 - backend-bound: the mock backend (single-threaded) used over BACKEND_CPU_MAX_CORES of a core, or more of the
-  service's calls held a connection to it than it answers at a time (mock_service_max_concurrency), or (with the
-  host's limits measured) the machine served BACKEND_NEAR or more of what the mock alone served;
+  service's calls held a connection to it than it answers at a time (mock_service_max_concurrency), or the
+  service's HTTP client pool to it was full with at least POOL_WAITING_MIN as many calls waiting for one of its
+  connections as held one, or (with the host's limits measured) the machine served BACKEND_NEAR or more of what the
+  mock alone served;
 - memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit;
 - incomplete: the run was interrupted or failed before the plan's end.
 A run is valid only when every check could be made: a machine without JMeter results, or a run without
@@ -34,8 +36,10 @@ LOADGEN_BUSY_MAX = 0.9
 BACKEND_CPU_MAX_CORES = 0.9
 CLIENT_ERRORS_MAX = 0.001  # requests failing on JMeter itself (out of client ports): from 0.1% on, JMeter's limit
 BACKEND_NEAR = 0.9      # through HTTPD at 90% or more of what the mock alone served (--limits): the backend's pace
+POOL_WAITING_MIN = 1.0  # calls waiting for a backend connection per call holding one, at their peaks (PCP)
 THRESHOLDS = {"host_idle_min_pct": HOST_IDLE_MIN_PCT, "loadgen_busy_max": LOADGEN_BUSY_MAX,
-              "backend_cpu_max_cores": BACKEND_CPU_MAX_CORES, "memory_near_limit": NEAR_LIMIT}
+              "backend_cpu_max_cores": BACKEND_CPU_MAX_CORES, "memory_near_limit": NEAR_LIMIT,
+              "pool_waiting_min": POOL_WAITING_MIN}
 ORDER = ("incomplete", "not settled", "host-bound", "load-generator-bound", "backend-bound", "memory-bound")
 
 
@@ -77,7 +81,7 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
             "kinds": sorted({f["kind"] for f in findings}, key=ORDER.index),
             "placement": placement.get("note"), "machines": machines, "thresholds": THRESHOLDS,
             "basis": "lab/analysis/verdict.py: steady-state detection, jmeter/loadgen.csv over each machine's "
-                     "steady window, PCP's per-process CPU over the load, the memory peak against the limit"}
+                     "steady window, PCP's per-process CPU over the load and the backend pool's peaks, the memory peak against the limit"}
 
 
 def _rank(finding: dict) -> float:
@@ -139,7 +143,8 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                          "sentence": f"{name}'s mock backend used {backend:.2f} cores (it is single-threaded: one "
                                      "core is all it has): the backend set the pace, so "
                                      f"{_understated(alone)}."})
-    elif not _judge_backend_queue(name, entry, findings, alone) and backend is not None:
+    elif (not _judge_backend_queue(name, entry, findings, alone)
+          and not _judge_client_pool(name, entry, findings, checked, alone) and backend is not None):
         checked.append(f"backend {backend:.2f} cores")
     _judge_backend_limit(name, limits or {}, findings, checked)
     peak = number((entry.get("memory") or {}).get("peak_bytes"))
@@ -200,6 +205,26 @@ def _judge_backend_queue(name: str, entry: dict, findings: list[dict], alone: bo
                                  f"(mock_service_max_concurrency) while up to {int(leased)} of the service's calls held a "
                                  "connection to it (the HTTP client pool's leased peak): they queued at the backend, so "
                                  f"it set the pace and {_understated(alone)}."})
+    return True
+
+
+def _judge_client_pool(name: str, entry: dict, findings: list[dict], checked: list[str], alone: bool) -> bool:
+    """The service's HTTP client pool to the backend full, calls queued for one of its connections (the pool's
+    pending and leased peaks, from PCP): the pool set the pace, whatever the backend's CPU. Its size is a knob of
+    its own (camel_app_http_client_per_route; unset, Camel's default of 20)."""
+    resources = entry.get("resources") or {}
+    waiting, leased = number(resources.get("pool_pending_max")), number(resources.get("pool_leased_max"))
+    if waiting is None or not leased:
+        return False
+    if waiting < POOL_WAITING_MIN * leased:
+        checked.append(f"backend connections: {leased:.0f} in use at most, {waiting:.0f} calls waiting")
+        return False
+    findings.append({"kind": "backend-bound", "machine": name,
+                     "figures": {"pool_leased_max": int(leased), "pool_pending_max": int(waiting)},
+                     "sentence": f"{name}'s calls to the backend queued in the service's HTTP client pool: up to "
+                                 f"{waiting:.0f} waited for one of the {leased:.0f} connections in use (PCP: the "
+                                 f"pool's peaks), so the pool set the pace and {_understated(alone)}; its size is "
+                                 "the knob camel_app_http_client_per_route."})
     return True
 
 
