@@ -133,6 +133,8 @@ def test_ctrl_c_deferred_by_the_main_thread_waits_while_other_threads_run(monkey
 
     from lab.interrupts import deferred
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.2)
+    # Python's own handler, even when this test inherited Ctrl-C ignored (a job started in the background by sh)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     finished = False
     with pytest.raises(KeyboardInterrupt), progress.step("Loading"):
         time.sleep(0.5)                                    # the heartbeat thread is running
@@ -140,4 +142,5 @@ def test_ctrl_c_deferred_by_the_main_thread_waits_while_other_threads_run(monkey
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.5)
             finished = True
+    signal.signal(signal.SIGINT, previous)
     assert finished
