@@ -170,7 +170,9 @@ def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None,
     # a step lost in the noise of the path, yet a measurable loss when left out of the tuned machine
     unseen = [r for r in needed if not r["measurable"] and not r["interacts"]]
     if unseen:
-        parts.append(_names([_without(r, unit) for r in unseen]) + ", though its step on the path was not measurable")
+        parts.append(_names([_without(r, unit) for r in unseen])
+                     + (", though its step on the path was not measurable" if len(unseen) == 1
+                        else ", though none of their steps on the path was measurable"))
     nothing = [r["group"] for r in rows if not r["measurable"] and not r["interacts"] and r not in needed]
     if nothing:
         parts.append(f"{_names(nothing)} changed nothing measurable")
