@@ -13,7 +13,7 @@ from lab.ablation import command as ablation_command
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose, manifest
-from lab.machines.local.memory import DEFAULT, MODELS
+from lab.machines.local.memory import DEFAULT, DEFAULT_SWAP_MIB, MODELS
 from lab.machines.protocol import Backend
 from lab.paths import callers
 from lab.report import compare_page
@@ -55,7 +55,7 @@ def _machine_options(defaults: bool) -> argparse.ArgumentParser:
                               f"else {DEFAULT})")
     machine.add_argument("--swap", type=int, dest="swap_mib", default=unset, metavar="MIB",
                          help="local backend: MiB of swap each machine may use (a swap file the lab adds to this host "
-                              "and removes at down; default: as they are, else 0)")
+                              f"and removes at down; default: as they are, else {DEFAULT_SWAP_MIB}; 0: none)")
     return machine
 
 

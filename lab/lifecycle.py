@@ -104,7 +104,9 @@ class MachineSetup:
         if self.profile is not None and self.profile != profiles.NONE:
             profiles.find(self.profile)
         if hasattr(backend, "use_memory"):
-            self.model(backend)
+            model = self.model(backend)
+            if hasattr(backend, "check_memory"):
+                backend.check_memory(model)
 
     def model(self, backend: Backend) -> MemoryModel:
         current = getattr(backend, "memory", MemoryModel())

@@ -117,7 +117,7 @@ def _machines(source: str, values: object) -> dict[str, object]:
     try:
         if "profile" in values:
             profiles.find(str(values["profile"]))
-        memory.MemoryModel(str(values.get("memory", memory.DEFAULT)), int(values.get("swap_mib", 0)))
+        memory.MemoryModel(str(values.get("memory", memory.DEFAULT)), int(values.get("swap_mib", memory.DEFAULT_SWAP_MIB)))
     except StepFailed as error:
         raise _fail(source, "machines", str(error)) from error
     return values

@@ -336,8 +336,8 @@ def test_names_are_validated() -> None:
         "tuned": (2, "ctlab-tuned", "10.213.2.2", "10.213.2.1", Path("/var/lib/camel-tuning-lab/machines/tuned")),
     }
     d = lab["default"]
-    assert (d.memory_mb, d.cpus, d.supervisord_conf, d.supervisor_include_dir) == (
-        512, 2.0, d.root / "supervisor" / "supervisord.conf", d.root / "supervisor" / "conf.d")
+    assert (d.memory_mb, d.swap_mb, d.cpus, d.supervisord_conf, d.supervisor_include_dir) == (
+        397, 1024, 2.0, d.root / "supervisor" / "supervisord.conf", d.root / "supervisor" / "conf.d")
 
 
 @pytest.mark.fast

@@ -90,9 +90,11 @@ def test_a_profile_of_the_users_is_checked_before_anything_starts(tmp_path: Path
 
 def test_the_memory_models_limit_swap_and_description_are_checked_and_kept(tmp_path: Path):
     vm = memory.MemoryModel("vm", 1024)
-    assert (vm.limit_mib, memory.MemoryModel().limit_mib) == (memory.VM_AVAILABLE_MIB, memory.VM_RAM_MIB)
+    # The default is a 512 MB VM with swap: what the write-up's machines were.
+    assert memory.MemoryModel() == vm and vm.limit_mib == memory.VM_AVAILABLE_MIB
+    assert memory.MemoryModel("whole", 0).limit_mib == memory.VM_RAM_MIB
     assert "397 MiB" in vm.describe() and "1024 MiB of swap" in vm.describe()
-    assert "no swap" in memory.MemoryModel("whole").describe()
+    assert "no swap" in memory.MemoryModel("whole", 0).describe()
     with pytest.raises(StepFailed, match="--memory vmm: not a memory model"):
         memory.MemoryModel("vmm")
     with pytest.raises(StepFailed, match="--swap -1"):
@@ -197,6 +199,11 @@ def test_other_swap_for_machines_that_are_up_is_refused_before_anything_changes(
     monkeypatch.setattr(local_backend, "up", lambda machine: pytest.fail("nothing may change"))
     made = local_backend.LocalBackend(root=tmp_path)
     assert made.memory == memory.MemoryModel("vm", 1024)
+    # refused by up's checks, before a profile or a model is applied ...
+    with pytest.raises(LabError, match="--swap 0: the machines are up with 1024 MiB of swap.*./start.sh down, then"):
+        lifecycle.MachineSetup("2018", "whole", 0).check(made)
+    assert made.memory == memory.MemoryModel("vm", 1024)
+    # ... and by the backend itself
     made.use_memory(memory.MemoryModel("whole", 0))
     with pytest.raises(LabError, match="--swap 0: the machines are up with 1024 MiB of swap.*./start.sh down, then"):
         made.up()

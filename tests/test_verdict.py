@@ -316,3 +316,23 @@ def test_calls_queued_in_the_services_client_pool_make_the_machine_backend_bound
     judged = verdict.judge(summary(tuned=queued), csv_path)
     assert judged["valid"]
     assert "backend connections: 20 in use at most, 3 calls waiting" in judged["machines"]["tuned"]["checked"]
+
+
+def test_a_machine_reading_its_pages_back_is_memory_bound_and_cold_pages_in_swap_are_only_listed(tmp_path: Path) -> None:
+    csv_path = write_loadgen(tmp_path / "loadgen.csv", 300, cpus=2, busy_share=0.6, jmeter_cores=0.3)
+    # As measured on 2026-11-26 (397 MiB, 1 GiB of swap, 20 users): the tuned machine held 137 MiB in swap and read
+    # back 2.4 pages a second; the default one had next to nothing in swap.
+    resting = machine(peak=338 * MIB, limit=397 * MIB)
+    resting["memory"].update(swap_peak_bytes=137 * MIB, major_faults_per_s=2.4)
+    judged = verdict.judge(summary(tuned=resting), csv_path)
+    assert judged["verdict"] == "valid", judged["sentence"]
+    assert "137 MiB in swap at the peak, 2.4 page-ins a second over the load" in judged["machines"]["tuned"]["checked"]
+    thrashing = machine(peak=330 * MIB, limit=397 * MIB)
+    thrashing["memory"].update(swap_peak_bytes=300 * MIB, major_faults_per_s=verdict.PAGE_INS_MAX)
+    judged = verdict.judge(summary(tuned=thrashing), csv_path)
+    assert judged["verdict"] == "memory-bound" and judged["machines"]["default"]["verdict"] == "valid"
+    finding = judged["machines"]["tuned"]["findings"][0]
+    assert finding["figures"] == {"major_faults_per_s": verdict.PAGE_INS_MAX, "swap_peak_bytes": 300 * MIB}
+    assert "tuned read back 50 pages a second over the load" in finding["sentence"]
+    assert "300 MiB in swap at the peak" in finding["sentence"]
+    assert not any("page-ins" in line for line in judged["machines"]["tuned"]["checked"])

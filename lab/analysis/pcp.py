@@ -223,7 +223,8 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
         if own:
             # Every process, filtered here: pmrep's -i drops instances that appear after the archive's start.
             metrics = [f"{family}.{m}" for m in ("psinfo.utime", "psinfo.stime", "memory.rss", "smaps.pss",
-                                                 "psinfo.threads") if f"{family}.{m}" in names]
+                                                 "psinfo.threads", "memory.vmswap", "psinfo.maj_flt")
+                       if f"{family}.{m}" in names]
             ptimes, every, problem = pmrep_csv(archive, metrics)
             if problem:
                 result["problems"].append(problem)
@@ -239,6 +240,14 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
                 if pss:
                     pcp["proc_pss_bytes"] = _sum_rows(list(pss.values()))
                     result["proc_pss_max_bytes"] = max(_finite(pcp["proc_pss_bytes"]), default=None)
+                swap = _columns_of(pcolumns, f"{family}.memory.vmswap")
+                if swap:
+                    pcp["proc_swap_bytes"] = _sum_rows(list(swap.values()))
+                    result["proc_swap_max_bytes"] = max(_finite(pcp["proc_swap_bytes"]), default=None)
+                faults = _columns_of(pcolumns, f"{family}.psinfo.maj_flt")
+                if faults:      # a counter: pmrep gives its rate, page-ins a second
+                    pcp["proc_major_faults_per_s"] = _sum_rows(list(faults.values()))
+                    result["proc_major_faults_per_s_mean"] = _mean(in_window(ptimes, pcp["proc_major_faults_per_s"]))
                 threads = _columns_of(pcolumns, f"{family}.psinfo.threads")
                 pcp["proc_threads"] = _sum_rows(list(threads.values()))
                 result["proc_cpu_cores_mean"] = _mean(in_window(ptimes, pcp["proc_cpu_cores"]))

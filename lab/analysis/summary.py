@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.analysis import capacity, claims, gclog, inputs, limits, thresholds, verdict
+from lab.analysis import capacity, claims, gclog, inputs, limits, memory, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -36,7 +36,6 @@ from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
 
 SCHEMA = 2                  # 2: the verdict, the detected steady state, JMeter's percentiles
-MEMORY_EVENTS_SOURCE = "events.json peak_memory_bytes (the machine's memory peak)"
 
 
 def _machines(run: RunFolder, record: dict, status: dict | None, knobs: dict | None) -> list[str]:
@@ -210,26 +209,8 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
 
     if entry.get("capacity"):
         entry["capacity"]["at_knee"] = capacity.at_knee(entry["capacity"], series, events)
-    peak = _number((events or {}).get("peak_memory_bytes"))
+    entry["memory"] = memory.figures(resources, events, backend)
     family = resources.get("process_metrics") or "proc"
-    if resources.get("proc_pss_max_bytes") is not None:
-        pcp_peak = {"peak_bytes": resources["proc_pss_max_bytes"],
-                    "source": f"PCP: peak of the summed {family}.smaps.pss (proportional set size) of the machine's "
-                              "processes"}
-    elif resources.get("proc_rss_max_bytes") is not None:
-        pcp_peak = {"peak_bytes": resources["proc_rss_max_bytes"],
-                    "source": f"PCP: peak of the summed {family}.memory.rss of the machine's processes"}
-    elif resources.get("mem_used_max_bytes") is not None and backend != "local":
-        pcp_peak = {"peak_bytes": resources["mem_used_max_bytes"], "source": "PCP: peak mem.util.used"}
-    else:
-        pcp_peak = {"peak_bytes": None, "source": None}
-    if peak is not None:
-        entry["memory"] = {"peak_bytes": peak, "source": MEMORY_EVENTS_SOURCE}
-    else:
-        entry["memory"] = dict(pcp_peak)
-    entry["memory"]["events_peak_bytes"] = peak
-    entry["memory"]["pcp_peak_bytes"] = pcp_peak["peak_bytes"]
-    entry["memory"]["pcp_source"] = pcp_peak["source"]
     if resources.get("proc_cpu_cores_mean") is not None:
         entry["cpu"] = {"mean_cores": resources["proc_cpu_cores_mean"], "max_cores": resources["proc_cpu_cores_max"],
                         "source": f"PCP: {family}.psinfo.utime + stime of the machine's processes, over the load"}
@@ -343,7 +324,7 @@ def _comparison(machines: dict) -> list[dict]:
             # Compare like with like: events.json on both, else PCP on both.
             ma, mb = default.get("memory") or {}, tuned.get("memory") or {}
             if ma.get("events_peak_bytes") is not None and mb.get("events_peak_bytes") is not None:
-                row.update(default=ma["events_peak_bytes"], tuned=mb["events_peak_bytes"], source=MEMORY_EVENTS_SOURCE)
+                row.update(default=ma["events_peak_bytes"], tuned=mb["events_peak_bytes"], source=memory.EVENTS_SOURCE)
             elif ma.get("pcp_peak_bytes") is not None and mb.get("pcp_peak_bytes") is not None \
                     and _same_measure(ma.get("pcp_source"), mb.get("pcp_source")):
                 row.update(default=ma["pcp_peak_bytes"], tuned=mb["pcp_peak_bytes"], source=ma["pcp_source"])

@@ -14,7 +14,8 @@ load); a machine gets every kind that applies, the run the first of all:
   service's HTTP client pool to it was full with at least POOL_WAITING_MIN as many calls waiting for one of its
   connections as held one, or (with the host's limits measured) the machine served BACKEND_NEAR or more of what the
   mock alone served;
-- memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit;
+- memory-bound: the machine peaked at NEAR_LIMIT or more of its memory limit, the OOM killer struck, or it read
+  back PAGE_INS_MAX or more pages a second over the load (major faults: from swap, or files the kernel evicted);
 - incomplete: the run was interrupted or failed before the plan's end.
 A run is valid only when every check could be made: a machine without JMeter results, or a run without
 jmeter/loadgen.csv (runs from before the lab sampled it), is "unknown", with what was not checked.
@@ -37,9 +38,12 @@ BACKEND_CPU_MAX_CORES = 0.9
 CLIENT_ERRORS_MAX = 0.001  # requests failing on JMeter itself (out of client ports): from 0.1% on, JMeter's limit
 BACKEND_NEAR = 0.9      # through HTTPD at 90% or more of what the mock alone served (--limits): the backend's pace
 POOL_WAITING_MIN = 1.0  # calls waiting for a backend connection per call holding one, at their peaks (PCP)
+# A page-in waits for a disk read (here the lab's swap file, on the host's disk): about a millisecond. From 50 a
+# second the machine waits for its own memory a noticeable share of the time; cold pages resting in swap cost nothing.
+PAGE_INS_MAX = 50.0
 THRESHOLDS = {"host_idle_min_pct": HOST_IDLE_MIN_PCT, "loadgen_busy_max": LOADGEN_BUSY_MAX,
               "backend_cpu_max_cores": BACKEND_CPU_MAX_CORES, "memory_near_limit": NEAR_LIMIT,
-              "pool_waiting_min": POOL_WAITING_MIN}
+              "pool_waiting_min": POOL_WAITING_MIN, "page_ins_max_per_s": PAGE_INS_MAX}
 ORDER = ("incomplete", "not settled", "host-bound", "load-generator-bound", "backend-bound", "memory-bound")
 
 
@@ -81,7 +85,8 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
             "kinds": sorted({f["kind"] for f in findings}, key=ORDER.index),
             "placement": placement.get("note"), "machines": machines, "thresholds": THRESHOLDS,
             "basis": "lab/analysis/verdict.py: steady-state detection, jmeter/loadgen.csv over each machine's "
-                     "steady window, PCP's per-process CPU over the load and the backend pool's peaks, the memory peak against the limit"}
+                     "steady window, PCP's per-process CPU over the load and the backend pool's peaks, the memory "
+                     "peak against the limit, swap and page-ins (PCP's per-process vmswap and maj_flt)"}
 
 
 def _rank(finding: dict) -> float:
@@ -147,8 +152,21 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
           and not _judge_client_pool(name, entry, findings, checked, alone) and backend is not None):
         checked.append(f"backend {backend:.2f} cores")
     _judge_backend_limit(name, limits or {}, findings, checked)
-    peak = number((entry.get("memory") or {}).get("peak_bytes"))
+    memory = entry.get("memory") or {}
+    peak = number(memory.get("peak_bytes"))
     limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
+    swapped, page_ins = number(memory.get("swap_peak_bytes")), number(memory.get("major_faults_per_s"))
+    paging = (f"{mib(swapped)} in swap at the peak, {page_ins:.1f} page-ins a second over the load"
+              if swapped is not None and page_ins is not None else None)
+    if page_ins is not None and page_ins >= PAGE_INS_MAX:
+        findings.append({"kind": "memory-bound", "machine": name,
+                         "figures": {"major_faults_per_s": page_ins, "swap_peak_bytes": swapped},
+                         "sentence": f"{name} read back {page_ins:.0f} pages a second over the load (major faults: "
+                                     f"from swap, or files the kernel had evicted; {mib(swapped or 0)} in swap at the "
+                                     "peak): its memory is short of what it works with, so its figures include the "
+                                     "cost of waiting for its own pages."})
+    elif paging:
+        checked.append(paging)
     if peak is not None and limit:
         kills = oom_kills(entry)
         if peak / limit >= NEAR_LIMIT or kills:

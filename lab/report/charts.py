@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lab.report.charts_gc import gc, heap
-from lab.report.charts_pcp import apache, cpu, load, memory, pool, tomcat
+from lab.report.charts_pcp import apache, cpu, load, memory, pool, swap, tomcat
 from lab.report.plotting import (
     COLORS,
     EXTRA_COLORS,
@@ -86,7 +86,7 @@ def users(ctx: ChartContext) -> Chart:
 
 CHARTS: list[Callable[[ChartContext], Chart]] = [
     throughput, latency, errors, users,                 # JMeter
-    cpu, load, memory, tomcat, pool, apache,            # PCP
+    cpu, load, memory, swap, tomcat, pool, apache,      # PCP
     gc, heap,                                           # GC log
 ]
 

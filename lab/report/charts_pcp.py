@@ -60,6 +60,25 @@ def memory(ctx: ChartContext) -> Chart:
     return combined(ctx, Chart("chart-memory", "Memory", about), used, "MiB")
 
 
+def swap(ctx: ChartContext) -> Chart:
+    chart = Chart("chart-swap", "Swap and page-ins",
+                  "The machine's own processes: their pages in swap (MiB, summed memory.vmswap) and the pages they "
+                  "read back a second (summed psinfo.maj_flt: from swap, or files the kernel evicted). Pages "
+                  "resting in swap cost nothing; page-ins are what a machine short of memory pays. From each "
+                  "machine's PCP archive.")
+
+    def lines(machine: str) -> list[Line] | None:
+        times = ctx.series_of(machine, "pcp", "proc_t")
+        swapped = ctx.series_of(machine, "pcp", "proc_swap_bytes")
+        faults = ctx.series_of(machine, "pcp", "proc_major_faults_per_s")
+        if not times or not swapped or not faults:
+            return None
+        xs, ys = xy(times, swapped)
+        return [(xs, [y / MIB for y in ys], "MiB in swap"), (*xy(times, faults), "page-ins a second")]
+
+    return side_by_side(ctx, chart, lines, "MiB · page-ins/s")
+
+
 def tomcat(ctx: ChartContext) -> Chart:
     chart = Chart("chart-tomcat", "Tomcat busy threads", "openmetrics.app.tomcat_threads_busy_threads per connector "
                   "(the service's Prometheus metrics, recorded by PCP's openmetrics agent).")

@@ -57,15 +57,18 @@ class LocalBackend:
         self.memory = model
         self.machines = machines(self.root, self._cpusets, model)
 
-    def up(self) -> None:
+    def check_memory(self, model: memory.MemoryModel) -> None:
+        """Refuses, before anything changes, other swap for machines that are up: another swap file means swapping
+        this one off, and their swapped pages would have to come back into memory they may not have."""
         before = memory.read(self.memory_file)
-        if (before and before.swap_mib and self.memory.swap_mib != before.swap_mib
+        if (before and before.swap_mib and model.swap_mib != before.swap_mib
                 and any(m.netns_path.exists() for m in self.machines.values())):
-            # Another swap file means swapping this one off: their swapped pages would have to come back into
-            # memory they may not have.
-            raise LocalBackendError(f"--swap {self.memory.swap_mib}: the machines are up with {before.swap_mib} MiB of "
+            raise LocalBackendError(f"--swap {model.swap_mib}: the machines are up with {before.swap_mib} MiB of "
                                     "swap, which their processes may be using; other swap needs them stopped first: "
-                                    f"./start.sh down, then ./start.sh up --swap {self.memory.swap_mib}")
+                                    f"./start.sh down, then ./start.sh up --swap {model.swap_mib}")
+
+    def up(self) -> None:
+        self.check_memory(self.memory)
         if self.memory.swap_mib:        # both machines' swap, which the kernel must have
             swap.ensure(self.swapfile, self.memory.swap_mib * len(self.machines))
         memory.write(self.memory_file, self.memory)

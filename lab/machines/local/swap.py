@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from lab.machines.local.machine import LocalBackendError, _tool
+from lab.machines.local.memory import VM_AVAILABLE_MIB, VM_RAM_MIB
 
 SWAPS = Path("/proc/swaps")
 
@@ -38,7 +39,9 @@ def ensure(swapfile: Path, mib: int) -> None:
         swapfile.unlink(missing_ok=True)
         raise LocalBackendError(f"the memory model asks for swap, but {' '.join(map(str, error.cmd[:2]))} failed: "
                                 f"{(error.stderr or '').strip() or f'exit {error.returncode}'} "
-                                "(./start.sh up --swap 0 runs without swap)") from None
+                                f"(./start.sh up --memory whole --swap 0 runs without swap, with the whole {VM_RAM_MIB} "
+                                f"MiB: the tuned machine does not fit in the vm model's {VM_AVAILABLE_MIB} MiB without "
+                                "swap)") from None
 
 
 def remove(swapfile: Path) -> None:
