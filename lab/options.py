@@ -122,9 +122,6 @@ def ablation(args: argparse.Namespace) -> Experiment:
             raise StepFailed(f"--resume continues an ablation as it was planned: {', '.join(given)} cannot change it")
     chosen = experiment(args)
     source = f"--scenario {chosen.scenario}" if chosen.scenario else "its options"
-    if not isinstance(chosen.profile, load.LoadProfile):
-        raise StepFailed(f"{source}: an open model; ablate measures a fixed load (a closed model: users), an open "
-                         "model's capacity per configuration is not built yet")
     if chosen.limits:
         raise StepFailed(f"{source}: thresholds do not apply to ./start.sh ablate")
     if _given(args, "--repeat") is None and chosen.repeat == 1:
@@ -132,6 +129,8 @@ def ablation(args: argparse.Namespace) -> Experiment:
     if chosen.repeat < 2:
         raise StepFailed(f"--repeat {chosen.repeat}: an ablation needs 2 trials or more per configuration, for the "
                          "intervals of each group's share")
+    if isinstance(chosen.profile, load.StepLoad):       # an open model: each trial's figure is a capacity
+        return chosen
     settle = chosen.profile.duration_s - chosen.profile.ramp_s
     if settle < steady.MIN_STEADY_S:
         raise StepFailed(f"--duration {chosen.profile.duration_s} with --ramp {chosen.profile.ramp_s}: {settle} s after "

@@ -55,7 +55,11 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
             RunFolder.write_json(folder.trial(number).summary_json, {"machines": {"tuned": {
                 "memory": {"peak_bytes": 300e6 + 100e6 * ("gc_heap" in config)}, "cpu": {"mean_cores": 0.5},
                 "load": {"throughput_rps": DEFAULT_RPS * (base + noise) + 50.0,     # 50 req/s failed
-                         "good_throughput_rps": DEFAULT_RPS * (base + noise), "window": {"settled": settled}}}}})
+                         "good_throughput_rps": DEFAULT_RPS * (base + noise), "window": {"settled": settled},
+                         "all": {"samples": 30000}},
+                # an open model's figure: the highest step that met the SLO (steps of 50 req/s here)
+                "capacity": {"found": settled, "capacity_rps": 50 * round(DEFAULT_RPS * (base + noise) / 50),
+                             "generator_bound_rps": None, "reached_max": False}}}})
             assert (unusable(folder.trial(number)) is None) == settled
         verdict = {"verdict": "host-bound", "valid": False} if config == {"httpd_mpm"} else \
             {"verdict": "valid", "valid": True}
@@ -107,7 +111,8 @@ def test_the_plan_says_how_many_configurations_and_how_long_at_most():
     lines = run.describe(prepared.plan, groups)
     assert lines[0] == "Ablation of 2 knob groups: gc_heap, async_logging"
     assert "at most 4 configurations" in lines[1] and "x 3 trials x 10 users each, ramp 5 s, 40 s" in lines[1]
-    assert lines[1].endswith("each on the tuned machine alone (the default configuration is the baseline)")
+    assert lines[1].endswith("each on the tuned machine alone, measured as its steady-state throughput of requests "
+                             "answered without error (the default configuration is the baseline)")
     # 4 x (45 s provisioning + 3 x (40 s + 10 s)): the default machine is not loaded again
     assert run.estimate_s(prepared.plan, 4) == 780 and "about 0.2 h at most" in lines[2]
     assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7
@@ -193,7 +198,7 @@ def test_resume_refuses_when_a_groups_variables_changed(host, lab, tmp_path, mon
 def test_a_configuration_without_two_figures_stops_the_ablation_and_is_measured_again_on_resume(host, lab, capsys):
     lab.unsettled = {frozenset({"gc_heap"})}
     with pytest.raises(StepFailed, match=r"configuration gc_heap: 0 of its trials gave the tuned machine's "
-                                         r"steady-state throughput without errors .*a longer "
+                                         r"throughput \(see .*each trial's own report says why\); a longer "
                                          r"--duration settles more surely\. What was measured is kept: \./start\.sh "
                                          r"ablate --resume \S+ continues it"):
         command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick"))
@@ -223,3 +228,41 @@ def test_a_trials_figure_is_its_good_throughput_and_zero_when_the_configuration_
     trial = RunFolder(tmp_path / "trial")
     RunFolder.write_json(trial.summary_json, {"machines": {"tuned": {"load": load}}})
     assert run.figure(trial) == expected
+
+
+def test_an_ablation_with_an_open_model_measures_each_configurations_capacity(host, lab, capsys):
+    prepared = _prepared("--groups", "gc_heap,async_logging", "--scenario", "capacity")
+    assert prepared.plan.measure is run.CAPACITY
+    assert run.Plan.from_json(prepared.plan.as_json()) == prepared.plan         # as --resume reads it back
+    groups = {name: prepared.every[name] for name in prepared.plan.groups}
+    assert "measured as its capacity: the highest arrival rate that met the SLO" in run.describe(prepared.plan, groups)[1]
+    assert command.run(FakeBackend(), host, prepared) == 0
+    root = next(run.RUNS.glob("2*"))
+    record = json.loads((root / "ablation.json").read_text())
+    assert record["plan"]["figure"] == "tuned_capacity_rps" and record["plan"]["profile"]["model"] == "open"
+    analysis = record["analysis"]
+    assert analysis["measure"]["short"] == "capacity"
+    # the capacities, not the throughputs: 500 x (1 - 0.01, 1, 1 + 0.01) in steps of 50
+    assert analysis["configurations"]["(default)"] == [500.0, 500.0, 500.0]
+    assert analysis["configurations"]["gc_heap"] == [650.0, 650.0, 650.0]
+    html = (root / "report" / "index.html").read_text()
+    assert "as its capacity: the highest arrival rate that met the SLO" in html and "<th>capacity per trial" in html
+    resumed = _prepared("--resume", root.name)
+    assert resumed.plan == prepared.plan
+
+
+@pytest.mark.parametrize("found, expected", [
+    ({"found": True, "capacity_rps": 550}, (550.0, None)),
+    ({"found": True, "capacity_rps": None}, (0.0, None)),         # the SLO missed from the first step on
+    ({"found": False, "generator_bound_rps": 700, "reached_max": False},
+     (None, "the load generator fell behind at 700 req/s, before the tuned machine's knee")),
+    ({"found": False, "generator_bound_rps": None, "reached_max": True},
+     (None, "the tuned machine met the SLO up to the highest step: its capacity lies beyond it (a higher max_rps)")),
+])
+def test_a_trials_capacity_is_a_figure_only_when_the_knee_was_found(tmp_path, found, expected):
+    trial = RunFolder(tmp_path / "trial")
+    RunFolder.write_json(trial.summary_json, {"machines": {"tuned": {"capacity": found,
+                                                                      "load": {"all": {"samples": 9000}}}}})
+    assert run.figure(trial, run.CAPACITY) == expected
+    RunFolder.write_json(trial.summary_json, {"machines": {"tuned": {"capacity": found, "load": {"all": {}}}}})
+    assert run.figure(trial, run.CAPACITY) == (None, "the tuned machine was sent no request")

@@ -610,9 +610,14 @@ def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_
     assert json.loads((run_dir / "machines" / "tuned" / "events.json").read_text())["process_exits"] == []
 
 
-def test_a_quick_ablation_gives_the_tuned_machine_each_configuration_and_resumes_after_ctrl_c(quick_run, tmp_path):
-    argv = ["ablate", "--groups", "httpd_mpm,gc_heap", "--users", "10", "--ramp", "4", "--duration", "60",
-            "--repeat", "2"]
+def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_and_resumes_after_ctrl_c(
+        quick_run, tmp_path):
+    # An open model, as ./start.sh capacity --quick steps it: each trial's figure is the tuned machine's capacity.
+    # (A fixed load's figure, its steady-state throughput, is the same path with another figure: test_ablation_run.)
+    scenario = tmp_path / "capacity-quick.yaml"
+    scenario.write_text("model: open\nload: {start_rps: 100, step_rps: 150, step_s: 10, max_rps: 1600}\n"
+                        "slo: {p99_ms: 1000, error_pct: 0.1}\n")
+    argv = ["ablate", "--groups", "httpd_mpm,gc_heap", "--scenario", str(scenario), "--repeat", "2"]
     previous = (REPO / "runs" / "latest").resolve()
     log = tmp_path / "ablate.err"
     with log.open("w") as sink:
@@ -661,15 +666,20 @@ def test_a_quick_ablation_gives_the_tuned_machine_each_configuration_and_resumes
         assert seen["httpd_mpm"] == ("worker" if "httpd_mpm" in name else "prefork"), (name, seen)
         assert seen["gc"] == ("G1" if "gc_heap" in name else "Serial"), (name, seen)
         assert seen["proxy_protocol"] == "http" and seen["async_logging"] is False, (name, seen)
-        # the tuned machine alone loaded, 2 trials with its steady-state throughput (one without, replaced)
+        # the tuned machine alone loaded, stepped up past its knee: 2 trials with a capacity (one without, replaced)
         top = json.loads((root / "configs" / name / "run.json").read_text())
         assert top["machines_loaded"] == ["tuned"] and sum(t["counted"] for t in top["trials"]) == 2, top["trials"]
+        assert top["profile"]["model"] == "open" and top["profile"]["step_s"] == 10
         assert all(t.get("not_counted") for t in top["trials"] if not t["counted"])
-        summary = json.loads((root / "configs" / name / "summary.json").read_text())
-        rows = {t["number"]: t for t in summary["trials"]}
-        assert all(rows[t["number"]]["tuned_rps"] > 0 for t in top["trials"] if t["counted"])
+        for trial in (t for t in top["trials"] if t["counted"]):
+            found = json.loads((root / "configs" / name / "trials" / str(trial["number"]) / "summary.json")
+                               .read_text())["machines"]["tuned"]["capacity"]
+            assert found["found"] and found["knee_rps"] > (found["capacity_rps"] or 0), (name, found)
     assert not list(root.glob("configs/*/trials/*/jmeter/default")), "the default machine is never loaded"
-    analysis = json.loads((root / "ablation.json").read_text())["analysis"]
+    record = json.loads((root / "ablation.json").read_text())
+    analysis = record["analysis"]
+    assert record["plan"]["figure"] == "tuned_capacity_rps" and analysis["measure"]["short"] == "capacity"
+    assert all(len(figures) == 2 and all(f % 50 == 0 for f in figures) for figures in analysis["configurations"].values())
     assert {row["group"] for row in analysis["path"]} == {"httpd_mpm", "gc_heap"} and analysis["sentence"]
     assert analysis["sentence"] in result.stderr and f"Report: {root}/report/index.html" in result.stderr
     html = (root / "report" / "index.html").read_text()
@@ -850,7 +860,7 @@ def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memor
     # Last before down (which must then remove the swap file and the profile): `up --profile 2018` re-provisions
     # both machines with ansible/profiles/2018.yml (TLS at HTTPD with the lab's own authority, the verbose audit
     # log, the single-threaded backend); the memory a 512 MB VM leaves, with 1 GiB of swap, they have by default.
-    from lab import profiles
+    from lab import profiles, scenario
     from lab.machines import manifest
     # Other swap for machines that are up is refused before anything changes, naming the fix.
     other = start("up", "--profile", "2018", "--swap", "256", timeout=120)
@@ -884,7 +894,7 @@ def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memor
 
     # A scenario that wants other machines is refused, naming the fix.
     original = yaml.safe_load((REPO / "jmeter" / "scenarios" / "2018.yaml").read_text())
-    assert original["machines"] == {"profile": "2018", "memory": "vm", "swap_mib": 1024}
+    assert scenario.load(scenario.find("2018")).machines == {"profile": "2018", "memory": "vm", "swap_mib": 1024}
     elsewhere = tmp_path / "2018-whole.yaml"
     elsewhere.write_text(yaml.safe_dump({**original, "machines": {**original["machines"], "memory": "whole"}}))
     refused = start("run", "--scenario", str(elsewhere), timeout=120)

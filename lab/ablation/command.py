@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from lab import experiment, load, options, runfolder
 from lab.ablation import groups as knob_groups
 from lab.ablation.groups import Group
-from lab.ablation.run import FIGURE, Ablation, Plan, ablate, chosen_groups, describe, reanalyse
+from lab.ablation.run import MEASURES, Ablation, Plan, ablate, chosen_groups, describe, reanalyse
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
@@ -32,7 +32,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         options.ablation(args)                          # refuses options that would change the plan
         ablation = Ablation.resume(typed)
         record = ablation.record()
-        if record["plan"].get("figure") != FIGURE:
+        if record["plan"].get("figure") not in MEASURES:
             raise StepFailed(f"--resume {typed}: the ablation was measured by an earlier lab (each figure tuned ÷ "
                              "default, both machines loaded); its measurements cannot be mixed with the tuned "
                              "machine's throughput alone (start a new ablation)")
@@ -54,7 +54,6 @@ def prepare(args: argparse.Namespace) -> Prepared:
                              "backend's machines")
         return Prepared(plan, every, ablation)
     chosen = options.ablation(args)
-    assert isinstance(chosen.profile, load.LoadProfile)
     plan = Plan(chosen_groups(every, getattr(args, "groups", None)), chosen.profile, chosen.repeat)
     # room for one configuration now (each is checked again before it starts)
     runfolder.check_free_space(load.run_folder_bytes(plan.profile) * plan.repeat)

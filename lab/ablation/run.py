@@ -1,7 +1,8 @@
 """./start.sh ablate: the tuned machine walked from the default machine's knobs to its own, one knob group
 at a time (lab/analysis/ablation.py chooses the path as it goes), each configuration measured as a
-repeated run of the tuned machine alone (figure: its steady-state throughput of requests answered without
-error, per trial). The baseline is the default configuration measured on the same machine, so the default
+repeated run of the tuned machine alone. Each trial's figure is the tuned machine's steady-state throughput of
+requests answered without error under a fixed load (a closed model: users), or its capacity under stepped
+arrivals (an open model, such as the capacity scenario): the highest rate that met the SLO. The baseline is the default configuration measured on the same machine, so the default
 machine, whose knobs never change, is not loaded again for every configuration: that halves the cost where
 the machines are loaded one after the other, and keeps each configuration's figure free of the host sharing
 its CPUs between two loads.
@@ -24,6 +25,7 @@ from lab import aa, experiment, interrupts, load, runfolder
 from lab.ablation import groups as knob_groups
 from lab.ablation.groups import Group
 from lab.analysis import ablation as analysis
+from lab.analysis import capacity
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
@@ -39,25 +41,42 @@ PROVISION_S = 45
 TRIAL_OVERHEAD_S = 10
 
 
-# What each trial gives: the tuned machine's steady-state throughput of requests answered without error (a
-# configuration that fails requests fast must not look faster).
-FIGURE = "tuned_good_rps"
 UNIT = "req/s"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What each trial gives, by the load's model."""
+    name: str           # ablation.json's plan.figure
+    what: str           # said on the page and in the plan
+    short: str          # a column's heading
+
+
+# Closed: requests answered without error (a configuration that fails requests fast must not look faster).
+THROUGHPUT = Measure("tuned_good_rps", "its steady-state throughput of requests answered without error", "throughput")
+CAPACITY = Measure("tuned_capacity_rps", "its capacity: the highest arrival rate that met the SLO", "capacity")
+MEASURES = {m.name: m for m in (THROUGHPUT, CAPACITY)}
 
 
 @dataclass(frozen=True)
 class Plan:
     groups: tuple[str, ...]         # the groups ablated, in the file's order
-    profile: load.LoadProfile
+    profile: load.Profile
     repeat: int
+
+    @property
+    def measure(self) -> Measure:
+        return CAPACITY if isinstance(self.profile, load.StepLoad) else THROUGHPUT
 
     def as_json(self) -> dict:
         return {"groups": list(self.groups), "profile": asdict(self.profile), "repeat": self.repeat,
-                "figure": FIGURE}
+                "figure": self.measure.name, "load": self.profile.describe()}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
-        return cls(tuple(data["groups"]), load.LoadProfile(**data["profile"]), int(data["repeat"]))
+        profile = data["profile"]
+        return cls(tuple(data["groups"]), capacity.step_load(profile) if profile.get("model") == "open"
+                   else load.LoadProfile(**profile), int(data["repeat"]))
 
 
 def chosen_groups(every: dict[str, Group], typed: str | None) -> tuple[str, ...]:
@@ -93,8 +112,8 @@ def describe(plan: Plan, groups: dict[str, Group]) -> list[str]:
     hours = estimate_s(plan, at_most) / 3600
     return [f"Ablation of {len(groups)} knob group{'s' if len(groups) != 1 else ''}: {', '.join(groups)}",
             f"  at most {at_most} configurations (the greedy forward path and leave-one-out share many) x "
-            f"{plan.repeat} trials x {plan.profile.describe()}, each on the tuned machine alone (the default "
-            "configuration is the baseline)",
+            f"{plan.repeat} trials x {plan.profile.describe()}, each on the tuned machine alone, measured as "
+            f"{plan.measure.what} (the default configuration is the baseline)",
             f"  about {hours:.1f} h at most (provisioning and reports included); an interrupted ablation "
             "continues with --resume"]
 
@@ -109,6 +128,10 @@ class Ablation:
     def __init__(self, root: Path):
         self.root = root
         self.file = root / ABLATION_JSON
+
+    @property
+    def measure(self) -> Measure:
+        return MEASURES.get((self.record().get("plan") or {}).get("figure"), THROUGHPUT)
 
     @classmethod
     def create(cls, plan: Plan, groups: dict[str, Group], runs: Path | None = None, **facts) -> Ablation:
@@ -144,17 +167,18 @@ class Ablation:
         return bool(run) and (run.get("ended") or {}).get("how") == "completed" and len(self._figures(config)) >= 2
 
     def _figures(self, config: frozenset[str]) -> list[float]:
-        folder = self.config_folder(config)
-        found = [figure(trial) for trial in folder.trials()]
+        folder, measure = self.config_folder(config), self.measure
+        found = [figure(trial, measure) for trial in folder.trials()]
         return [value for value, _why in found if value is not None]
 
     def figures(self, config: frozenset[str]) -> list[float]:
-        """The tuned machine's steady-state throughput without errors in each trial of a configuration (2 at least)."""
+        """The tuned machine's figure in each trial of a configuration (2 at least)."""
         found = self._figures(config)
         if len(found) < 2:
             raise StepFailed(f"configuration {key(config)}: {len(found)} of its trials gave the tuned machine's "
-                             f"steady-state throughput without errors (see {self.config_folder(config).report_html}); a longer "
-                             "--duration settles more surely")
+                             f"{self.measure.short} (see {self.config_folder(config).report_html}; each trial's own "
+                             "report says why)" + ("; a longer --duration settles more surely"
+                                                  if self.measure is THROUGHPUT else ""))
         return found
 
     def set_aside(self, config: frozenset[str]) -> None:
@@ -192,7 +216,7 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
             ended = experiment.measure(backend, plan.profile, plan.repeat, ablation.config_folder(config),
                                        {"mode": "ablation", "configuration": sorted(config), "thresholds": {},
                                         "tuned_knobs": str(knobs_file)},
-                                       machines=(TUNED,), unusable=lambda trial: figure(trial)[1],
+                                       machines=(TUNED,), unusable=lambda trial: figure(trial, plan.measure)[1],
                                        extra=plan.repeat)
             if ended["how"] == "interrupted":
                 raise KeyboardInterrupt
@@ -201,7 +225,7 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
                                  + (f": {ended['error']}" if ended.get("error") else ""))
             return ablation.figures(config)
 
-        result = _analyse(ablation, groups, measure)
+        result = _analyse(ablation, groups, measure, plan)
     ablation.update(analysis=result, ended_at=time.time())
     return result
 
@@ -209,13 +233,15 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
 def reanalyse(ablation: Ablation, plan: Plan, every: dict[str, Group]) -> dict:
     """A finished ablation analysed again from the trials kept in its folder, by this lab's analysis: no machine
     is touched."""
-    result = _analyse(ablation, {name: every[name] for name in plan.groups}, ablation.figures)
+    result = _analyse(ablation, {name: every[name] for name in plan.groups}, ablation.figures, plan)
     ablation.update(analysis=result)
     return result
 
 
-def _analyse(ablation: Ablation, groups: dict[str, Group], measure: Callable[[frozenset[str]], list[float]]) -> dict:
+def _analyse(ablation: Ablation, groups: dict[str, Group], measure: Callable[[frozenset[str]], list[float]],
+             plan: Plan) -> dict:
     result = analysis.analyze(groups, measure, UNIT)
+    result["measure"] = {"name": plan.measure.name, "what": plan.measure.what, "short": plan.measure.short}
     result["costs"] = {name: costs(ablation.config_folder(analysis.config_of(name))) for name in result["configurations"]}
     return result
 
@@ -226,10 +252,12 @@ def _tuned(trial: RunFolder) -> dict:
     return (summary.get("machines") or {}).get(TUNED) or {}
 
 
-def figure(trial: RunFolder) -> tuple[float | None, str | None]:
-    """A summarised trial's figure (the tuned machine's steady-state throughput without errors), or why it has none.
-    A machine that failed every request it was sent has a figure, 0: that configuration broke it (the OOM killer
-    ending its JVM, say), which is a result, not a measurement that went wrong."""
+def figure(trial: RunFolder, measure: Measure = THROUGHPUT) -> tuple[float | None, str | None]:
+    """A summarised trial's figure (the tuned machine's steady-state throughput without errors, or its capacity), or
+    why it has none. A machine that failed every request it was sent has a figure, 0: that configuration broke it
+    (the OOM killer ending its JVM, say), which is a result, not a measurement that went wrong."""
+    if measure is CAPACITY:
+        return _capacity(trial)
     load_ = _tuned(trial).get("load") or {}
     throughput = load_.get("good_throughput_rps")
     if (load_.get("window") or {}).get("settled") is False:
@@ -239,6 +267,24 @@ def figure(trial: RunFolder) -> tuple[float | None, str | None]:
     if throughput == 0 and not (load_.get("all") or {}).get("samples"):
         return None, "the tuned machine was sent no request"
     return float(throughput), None
+
+
+def _capacity(trial: RunFolder) -> tuple[float | None, str | None]:
+    """The tuned machine's capacity in a trial. One that missed the SLO from its first step has 0: the configuration
+    could not meet it at the lowest rate. A capacity that is only a lower bound (the load generator fell behind, or
+    the SLO was met up to the highest step) is no figure."""
+    tuned = _tuned(trial)
+    found = tuned.get("capacity") or {}
+    if not ((tuned.get("load") or {}).get("all") or {}).get("samples"):
+        return None, "the tuned machine was sent no request"
+    if found.get("generator_bound_rps") is not None:
+        return None, (f"the load generator fell behind at {found['generator_bound_rps']} req/s, before the tuned "
+                      "machine's knee")
+    if not found.get("found"):
+        return None, ("the tuned machine met the SLO up to the highest step: its capacity lies beyond it (a higher "
+                      "max_rps)" if found.get("reached_max") else "the tuned machine's steps were not judged against "
+                                                                      "the SLO")
+    return float(found.get("capacity_rps") or 0), None
 
 
 def costs(folder: RunFolder) -> dict:

@@ -17,8 +17,8 @@ TEMPLATE = "ablation.html.j2"
 
 def waterfall(result: dict) -> Chart:
     chart = Chart("chart-waterfall", "From the default machine's knobs to the tuned machine's",
-                  "Left: the tuned machine's steady-state throughput without errors in each configuration on the "
-                  "forward path, from the default configuration's (grey), each bar a knob group's gain (green up, "
+                  f"Left: the tuned machine's {(result.get('measure') or {}).get('short', 'throughput')} in each "
+                  "configuration on the forward path, from the default configuration's (grey), each bar a knob group's gain (green up, "
                   "red down) with its 95% interval. Right: what removing each group from the tuned machine loses "
                   "(leave-one-out), with its interval; where the two disagree the groups interact.")
     rows = result.get("path") or []
