@@ -133,6 +133,8 @@ def check_machines(backend: Backend, wanted: dict, source: str) -> None:
     if memory is not None and "swap_mib" in wanted and memory.swap_mib != wanted["swap_mib"]:
         wrong.append(f"{wanted['swap_mib']} MiB of swap, they have {memory.swap_mib}")
     if wrong:
-        fix = " ".join(f"--{name.replace('_mib', '')} {value}" for name, value in wanted.items())
+        # In the order up's help gives them, whatever order the scenario wrote them in.
+        fix = " ".join(f"--{name.replace('_mib', '')} {wanted[name]}" for name in ("profile", "memory", "swap_mib")
+                       if name in wanted)
         raise StepFailed(f"{source} asks for machines with {'; '.join(wrong)}: ./start.sh up {fix} first (or "
                          f"./start.sh --scenario {source}, which brings them up so and runs it)")

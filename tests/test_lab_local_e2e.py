@@ -612,10 +612,11 @@ def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_
 
 def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_and_resumes_after_ctrl_c(
         quick_run, tmp_path):
-    # An open model, as ./start.sh capacity --quick steps it: each trial's figure is the tuned machine's capacity.
+    # An open model, stepped as ./start.sh capacity steps it: each trial's figure is the tuned machine's capacity.
     # (A fixed load's figure, its steady-state throughput, is the same path with another figure: test_ablation_run.)
     scenario = tmp_path / "capacity-quick.yaml"
-    scenario.write_text("model: open\nload: {start_rps: 100, step_rps: 150, step_s: 10, max_rps: 1600}\n"
+    # Few, wide steps: each 10 s step is most of what a trial costs, and a trial runs until two steps miss the SLO.
+    scenario.write_text("model: open\nload: {start_rps: 250, step_rps: 250, step_s: 10, max_rps: 1500}\n"
                         "slo: {p99_ms: 1000, error_pct: 0.1}\n")
     argv = ["ablate", "--groups", "httpd_mpm,gc_heap", "--scenario", str(scenario), "--repeat", "2"]
     previous = (REPO / "runs" / "latest").resolve()

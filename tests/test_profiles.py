@@ -164,6 +164,9 @@ def test_a_run_of_a_scenario_refuses_machines_brought_up_otherwise(record: Path)
     message = str(caught.value)
     assert "the profile 2018, they have none" in message and "the memory model vm, they have whole" in message
     assert "./start.sh up --profile 2018 --memory vm --swap 1024 first" in message
+    # the fix names the options in up's order, whatever order the scenario wrote them in
+    with pytest.raises(StepFailed, match="up --profile 2018 --memory vm --swap 1024 first"):
+        lifecycle.check_machines(backend, dict(sorted(wanted.items())), "2018")
     profiles.choose("2018")
     lifecycle.check_machines(_Local(memory.MemoryModel("vm", 1024)), wanted, "2018")
 
