@@ -116,6 +116,9 @@ def test_the_plan_says_how_many_configurations_and_how_long_at_most():
     # 4 x (45 s provisioning + 3 x (40 s + 10 s)): the default machine is not loaded again
     assert run.estimate_s(prepared.plan, 4) == 780 and "about 0.2 h at most" in lines[2]
     assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7
+    # apr needs ajp: no ablation of the two measures apr alone
+    every = knob_groups.load()
+    assert run.configurations_at_most({name: every[name] for name in ("ajp", "apr")}) == 3
 
 
 def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes_where_it_stopped(host, lab, capsys):

@@ -618,7 +618,8 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
     # Few, wide steps: each 10 s step is most of what a trial costs, and a trial runs until two steps miss the SLO.
     scenario.write_text("model: open\nload: {start_rps: 250, step_rps: 250, step_s: 10, max_rps: 1500}\n"
                         "slo: {p99_ms: 1000, error_pct: 0.1}\n")
-    argv = ["ablate", "--groups", "httpd_mpm,gc_heap", "--scenario", str(scenario), "--repeat", "2"]
+    # apr needs ajp: 3 configurations (default, ajp, ajp+apr), the need met end to end
+    argv = ["ablate", "--groups", "ajp,apr", "--scenario", str(scenario), "--repeat", "2"]
     previous = (REPO / "runs" / "latest").resolve()
     log = tmp_path / "ablate.err"
     with log.open("w") as sink:
@@ -648,8 +649,8 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
                 first.kill()
     stderr = log.read_text()
     assert first.returncode == 130, stderr[-3000:]
-    assert "Ablation of 2 knob groups: httpd_mpm, gc_heap" in stderr
-    assert "at most 4 configurations" in stderr and f"./start.sh ablate --resume {root.name} continues it" in stderr
+    assert "Ablation of 2 knob groups: ajp, apr" in stderr
+    assert "at most 3 configurations" in stderr and f"./start.sh ablate --resume {root.name} continues it" in stderr
     kept = done[0]
     kept_run = json.loads((kept / "run.json").read_text())
     observed = json.loads(start("status", "--json", timeout=120).stdout)["machines"]["tuned"]["observed"]
@@ -660,13 +661,15 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
     assert json.loads((kept / "run.json").read_text()) == kept_run           # measured once, kept as it was
     assert list((root / "interrupted").iterdir()), "the configuration cut short is kept aside"
     configs = {p.name for p in (root / "configs").iterdir()}
-    assert configs == {"default", "httpd_mpm", "gc_heap", "gc_heap+httpd_mpm"}
+    assert configs == {"default", "ajp", "ajp+apr"}
+    connector = {"default": None, "ajp": "AjpNioProtocol", "ajp+apr": "AjpAprProtocol"}
     for name in configs:
         # what status saw on the tuned machine when its configuration was measured
         seen = json.loads((root / "configs" / name / "status.json").read_text())["machines"]["tuned"]["observed"]
-        assert seen["httpd_mpm"] == ("worker" if "httpd_mpm" in name else "prefork"), (name, seen)
-        assert seen["gc"] == ("G1" if "gc_heap" in name else "Serial"), (name, seen)
-        assert seen["proxy_protocol"] == "http" and seen["async_logging"] is False, (name, seen)
+        assert seen["proxy_protocol"] == ("ajp" if "ajp" in name else "http"), (name, seen)
+        assert seen["tomcat_ajp_protocol"] == connector[name], (name, seen)
+        assert seen["httpd_mpm"] == "prefork" and seen["gc"] == "Serial" and seen["async_logging"] is False, \
+            (name, seen)
         # the tuned machine alone loaded, stepped up past its knee: 2 trials with a capacity (one without, replaced)
         top = json.loads((root / "configs" / name / "run.json").read_text())
         assert top["machines_loaded"] == ["tuned"] and sum(t["counted"] for t in top["trials"]) == 2, top["trials"]
@@ -681,10 +684,10 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
     analysis = record["analysis"]
     assert record["plan"]["figure"] == "tuned_capacity_rps" and analysis["measure"]["short"] == "capacity"
     assert all(len(figures) == 2 and all(f % 50 == 0 for f in figures) for figures in analysis["configurations"].values())
-    assert {row["group"] for row in analysis["path"]} == {"httpd_mpm", "gc_heap"} and analysis["sentence"]
+    assert [row["group"] for row in analysis["path"]] == ["ajp", "apr"] and analysis["sentence"]
     assert analysis["sentence"] in result.stderr and f"Report: {root}/report/index.html" in result.stderr
     html = (root / "report" / "index.html").read_text()
-    assert 'id="chart-waterfall"' in html and html.count('href="../configs/') == 4
+    assert 'id="chart-waterfall"' in html and html.count('href="../configs/') == 3
     observed = json.loads(start("status", "--json", timeout=120).stdout)["machines"]["tuned"]["observed"]
     assert observed["gc"] == "G1" and observed["httpd_mpm"] == "worker" and observed["proxy_protocol"] == "ajp"
 

@@ -13,6 +13,7 @@ trials, summaries and report). A configuration whose run folder says it complete
 again: `--resume <id>` continues an interrupted ablation from there."""
 from __future__ import annotations
 
+import itertools
 import shutil
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ import yaml
 
 from lab import aa, experiment, interrupts, load, runfolder
 from lab.ablation import groups as knob_groups
-from lab.ablation.groups import Group
+from lab.ablation.groups import Group, valid
 from lab.analysis import ablation as analysis
 from lab.analysis import capacity
 from lab.errors import StepFailed
@@ -97,9 +98,13 @@ def chosen_groups(every: dict[str, Group], typed: str | None) -> tuple[str, ...]
 
 def configurations_at_most(groups: dict[str, Group]) -> int:
     """How many configurations the ablation may measure: the default, each forward step's candidates
-    (n, then n-1, ...) and the leave-one-out set, many of them shared."""
+    (n, then n-1, ...) and the leave-one-out set, many of them shared; never more than the configurations
+    whose needs are met (apr without ajp is none)."""
     n = len(groups)
-    return min(2 ** n, 1 + n * (n + 1) // 2 + n)
+    names = list(groups)
+    possible = sum(valid(groups, frozenset(config)) for size in range(n + 1)
+                   for config in itertools.combinations(names, size))
+    return min(possible, 1 + n * (n + 1) // 2 + n)
 
 
 def estimate_s(plan: Plan, configurations: int) -> float:
