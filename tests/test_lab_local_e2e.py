@@ -720,6 +720,10 @@ def test_another_checkout_cannot_touch_the_lab_that_is_up(status, tmp_path):
     assert start("status", timeout=120).returncode == 0
 
 
+# The steps both capacity tests take on that backend: about five 10 s steps before two in a row miss the SLO.
+SLOW_BACKEND_STEPS = {"start_rps": 50, "step_rps": 50, "step_s": 10, "max_rps": 600}
+
+
 @pytest.fixture(scope="module")
 def slow_backend(status, tmp_path_factory) -> Path:
     """Both machines with a backend that answers 4 requests at a time, for the capacity tests that follow.
@@ -740,8 +744,10 @@ def slow_backend(status, tmp_path_factory) -> Path:
 def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it(slow_backend):
     # One machine at a time.
     # With a threshold no machine meets: the run is whole, and then exits 3 with a JUnit file.
-    result = start("capacity", "--quick", "--schedule", "sequential", "--start-rate", "50", "--step-rate", "50",
-                   "--max-rate", "600", "--threshold", "capacity_rps_min=100000", timeout=900)
+    plan = SLOW_BACKEND_STEPS
+    result = start("capacity", "--quick", "--schedule", "sequential", "--start-rate", str(plan["start_rps"]),
+                   "--step-rate", str(plan["step_rps"]), "--step-length", str(plan["step_s"]), "--max-rate",
+                   str(plan["max_rps"]), "--threshold", "capacity_rps_min=100000", timeout=900)
     assert result.returncode == 3, result.stderr[-4000:]
     run_dir = (REPO / "runs" / "latest").resolve()
     assert re.search(r"^  BROKEN: capacity_rps_min \(default capacity_rps >= 100000 req/s\): \d+ req/s$", result.stderr,
@@ -750,14 +756,15 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
     assert 'tests="2"' in junit and 'failures="2"' in junit
     run = json.loads((run_dir / "run.json").read_text())
     assert run["profile"]["model"] == "open" and run["profile"]["slo"] == {"p99_ms": 1000, "error_pct": 0.1}
-    assert (run["profile"]["start_rps"], run["profile"]["step_rps"], run["profile"]["max_rps"]) == (50, 50, 600)
+    assert {key: run["profile"][key] for key in plan} == plan
     assert (run_dir / "jmeter" / "open-model.jmx").is_file()
     summary = json.loads((run_dir / "summary.json").read_text())
     for machine in ("default", "tuned"):
         found = summary["machines"][machine]["capacity"]
         steps = found["steps"]
         assert found["found"] and found["broke"] and found["generator_bound_rps"] is None, found
-        # past 4 / 20 ms = 200 req/s the backend's queue grows every second: no step of 250 or more meets the SLO
+        # past about 175 req/s (200 were every request its median 20 ms) the backend's queue grows every second:
+        # no step of 250 or more meets the SLO
         assert 50 <= found["capacity_rps"] < found["knee_rps"] <= 250, found
         # JMeter's open model makes rate x length requests arrive in each step, spread over the step: the first
         # step's arrivals (by start) span about one step length (less what JMeter catches up at its start)
@@ -793,10 +800,9 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
     # An open model, stepped as ./start.sh capacity steps it: each trial's figure is the tuned machine's capacity.
     # (A fixed load's figure, its steady-state throughput, is the same path with another figure: test_ablation_run.)
     scenario = tmp_path / "capacity-quick.yaml"
-    # Each 10 s step is most of what a trial costs, and a trial runs until two steps miss the SLO: on the backend
-    # that answers 4 at a time (about 175 req/s), five steps.
-    scenario.write_text("model: open\nload: {start_rps: 50, step_rps: 50, step_s: 10, max_rps: 600}\n"
-                        "slo: {p99_ms: 1000, error_pct: 0.1}\n")
+    # Each 10 s step is most of what a trial costs, and a trial runs until two steps miss the SLO.
+    scenario.write_text(yaml.safe_dump({"model": "open", "load": SLOW_BACKEND_STEPS,
+                                        "slo": {"p99_ms": 1000, "error_pct": 0.1}}))
     # apr needs ajp: 3 configurations (default, ajp, ajp+apr), the need met end to end
     argv = ["ablate", "--groups", "ajp,apr", "--scenario", str(scenario), "--repeat", "2"]
     previous = (REPO / "runs" / "latest").resolve()
