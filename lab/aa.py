@@ -12,6 +12,7 @@ from pathlib import Path
 from lab import provision
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
+from lab.machines import MACHINES
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, LOGS, REPO
 from lab.progress import info, step
@@ -32,50 +33,67 @@ def tuned_with(backend: Backend, host: HostLab, knobs_file: Path | None,
                what: str = "") -> Iterator[Callable[[Path, str], None]]:
     """The tuned machine provisioned with knobs_file as extra vars inside the block (None: as it is, until
     told), and back with its own knobs however the block ends once it was given others. Yields a function
-    that gives it other extra vars meanwhile (an ablation walks through configurations); from the first of
-    them the host remembers that tuned may carry others' knobs."""
-    given = False
+    that gives it other extra vars meanwhile."""
+    with machines_with(backend, host) as give:
+        if knobs_file is not None:
+            give("tuned", knobs_file, what)
+        yield lambda extra_vars, label: give("tuned", extra_vars, label)
 
-    def give(extra_vars: Path, label: str) -> None:
-        nonlocal given
-        if not given:
-            host.aa_begin(RESTORE)      # first: a run cut short from here on still says tuned must be restored
-            given = True
-        with step(f"Provisioning the tuned machine with {label}"):
-            _provision(backend, extra_vars)
+
+@contextmanager
+def machines_with(backend: Backend, host: HostLab) -> Iterator[Callable[[str, Path, str], None]]:
+    """Yields give(machine, extra vars, label), which provisions a machine with other knobs (an ablation walks
+    both through configurations); every machine given some gets its own back however the block ends. From the
+    first, the host remembers which machines may carry others' knobs, and how to restore them."""
+    given: list[str] = []
+
+    def give(machine: str, extra_vars: Path, label: str) -> None:
+        if machine not in given:        # first: a run cut short from here on still says it must be restored
+            given.append(machine)
+            host.aa_begin(_restore_command(given), tuple(given))
+        with step(f"Provisioning the {machine} machine with {label}"):
+            _provision(backend, extra_vars, machine, _restore_command(given))
 
     try:
-        if knobs_file is not None:
-            give(knobs_file, what)
         yield give
     except BaseException:
         if given:
             try:                # the run's own error (a Ctrl-C, a failure) is what it reports, not the restore's
-                _restore(backend, host)
+                _restore(backend, host, given)
             except Exception as error:  # noqa: BLE001
-                info(f"the tuned machine could not get its own knobs back ({error})")
+                info(f"the machines could not get their own knobs back ({error})")
         raise
     if given:
-        _restore(backend, host)
+        _restore(backend, host, given)
 
 
-def _restore(backend: Backend, host: HostLab) -> None:
-    with step("Provisioning the tuned machine back with its own knobs"):
-        _provision(backend, None)
-    host.aa_end()
+def _restore_command(machines: list[str]) -> str:
+    return RESTORE if machines == ["tuned"] else "./start.sh up"
 
 
-def _provision(backend: Backend, extra_vars: Path | None) -> None:
-    result = provision.run_playbook(backend.inventory, LOGS, limit="tuned", extra_vars=extra_vars)
+def _restore(backend: Backend, host: HostLab, machines: list[str]) -> None:
+    for machine in MACHINES:        # in the lab's order, whichever was given first
+        if machine in machines:
+            with step(f"Provisioning the {machine} machine back with its own knobs"):
+                _provision(backend, None, machine, _restore_command(machines))
+            host.aa_end(machine)
+
+
+def _provision(backend: Backend, extra_vars: Path | None, machine: str, restore: str) -> None:
+    result = provision.run_playbook(backend.inventory, LOGS, limit=machine, extra_vars=extra_vars)
     if result.returncode != 0:
         raise StepFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}. "
-                         f"{RESTORE} gives the tuned machine its own knobs back")
+                         f"{restore} gives {'the tuned machine its' if restore == RESTORE else 'the machines their'} "
+                         "own knobs back")
 
 
 def refuse_if_pending(host: HostLab) -> None:
     """An A/B run on a tuned machine that still has other knobs (the default one's, an ablation's) would compare
     default with something else than the tuned machine."""
     if host.aa_pending():
-        raise StepFailed(f"the tuned machine still carries other knobs than its own from an A/A run or an ablation "
-                         f"that did not finish ({host.aa_file}): {RESTORE} restores them")
+        machines = host.aa_machines()
+        who = (f"the {' and '.join(machines)} machines still carry other knobs than their own" if len(machines) > 1
+               else f"the {machines[0]} machine still carries other knobs than its own")
+        raise StepFailed(f"{who} from an A/A run or an ablation that did not finish "
+                         f"({host.aa_file}): {host.aa_restore() or RESTORE} restores them")
 

@@ -34,8 +34,9 @@ def _knobs(backend: Backend, mode: dict) -> dict:
     try:
         # An A/A run's or an ablation's tuned machine: with the extra vars it was given
         profile = profiles.active()
+        files = mode.get("knobs_files") or ({"tuned": mode["tuned_knobs"]} if mode.get("tuned_knobs") else {})
         return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, KNOB_PREFIXES,
-                              extra_vars={"tuned": REPO / mode["tuned_knobs"]} if mode.get("tuned_knobs") else None,
+                              extra_vars={machine: REPO / path for machine, path in files.items() if path} or None,
                               profile=profile.file if profile else None)
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)
         info(f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}")
@@ -99,11 +100,13 @@ def check_machines(backend: Backend) -> dict:
 
 
 def measure(backend: Backend, profile: load.Profile, repeat: int, folder: RunFolder, mode: dict,
-            machines: tuple[str, ...], unusable: Callable[[RunFolder], str | None], extra: int) -> dict:
-    """One experiment into a folder chosen by the caller (an ablation's configuration) on some of the machines,
+            machines: tuple[str, ...], unusable: Callable[[RunFolder], str | None], extra: int,
+            schedule: str | None = None) -> dict:
+    """One experiment into a folder chosen by the caller (an ablation's configurations) on some of the machines,
     summarised and reported; returns how it ended ({"how": "completed"} or why not). A trial in which
-    unusable(its summarised folder) finds no figure is not counted: up to `extra` more trials replace such ones."""
-    folder, measured = _experiment(backend, profile, None, repeat, mode, folder,
+    unusable(its summarised folder) finds no figure is not counted: up to `extra` more trials replace such ones
+    (each a trial folder of its own, even when one is asked for). schedule: as run's (None: the placement's)."""
+    folder, measured = _experiment(backend, profile, schedule, repeat, mode, folder,
                                    _Trials(machines, unusable, extra))
     with step("Summarising and writing the report"):
         _make_report(folder)
@@ -126,10 +129,7 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
                 ) -> tuple[RunFolder, _Measured]:
     """The run up to its report: the placement, the machines checked, then one trial or several (into
     folder, else a new one in runs/)."""
-    # As planned only where the machines really run on their CPUs (brought up before pinning, they do not).
-    where = placement.for_backend(backend.name)
-    where = placement.as_found(where, {name: backend.pinned_cpus(name) for name in MACHINES}) if where.dedicated \
-        else where
+    where = placed_on(backend)
     placed = {**where.as_json(), "schedule_from": "--schedule" if schedule else "the placement"}
     schedule = schedule or where.schedule
     info(f"placement: {where.note}" + ("" if placed["schedule_from"] == "--schedule" or where.dedicated
@@ -147,7 +147,7 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
         folder.root.mkdir(parents=True, exist_ok=True)
         info(f"run folder: {os.path.relpath(folder.root)}")
         setup = _Setup(backend, profile, schedule, wiring, observed, placed, mode, _knobs(backend, mode))
-        if repeat == 1:
+        if repeat == 1 and not chosen.extra:
             return folder, _trial(setup, folder, chosen.machines)
         trials: list[dict] = []
         measured = _Measured()
@@ -180,6 +180,14 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
             with interrupts.deferred():
                 _write_repeated_run_json(setup, folder, measured, repeat, trials, chosen.machines)
         return folder, measured
+
+
+def placed_on(backend: Backend) -> placement.Placement:
+    """The backend's placement, as planned only where the machines really run on their CPUs (brought up before
+    pinning, they do not)."""
+    where = placement.for_backend(backend.name)
+    return placement.as_found(where, {name: backend.pinned_cpus(name) for name in MACHINES}) if where.dedicated \
+        else where
 
 
 @dataclass(frozen=True)

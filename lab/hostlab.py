@@ -122,17 +122,36 @@ class HostLab:
 
     @property
     def aa_file(self) -> Path:
-        """Present while the tuned machine carries the default one's knobs (an A/A run)."""
+        """Present while a machine carries other knobs than its own (an A/A run's tuned machine, an ablation's)."""
         return self.owner_file.parent / "tuned-as-default.json"
 
     def aa_pending(self) -> bool:
         return self.aa_file.is_file()
 
-    def aa_begin(self, restore: str) -> None:
-        RunFolder.write_json(self.aa_file, {"since": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "restore": restore})
+    def _aa_record(self) -> dict:
+        return (RunFolder(self.aa_file.parent).read_json(self.aa_file, [], "knobs record") or {}) \
+            if self.aa_file.is_file() else {}
 
-    def aa_end(self) -> None:
-        self.aa_file.unlink(missing_ok=True)
+    def aa_restore(self) -> str | None:
+        """The command that gives the machines their own knobs back, while some carry others."""
+        return self._aa_record().get("restore") if self.aa_pending() else None
+
+    def aa_machines(self) -> list[str]:
+        """The machines that may carry other knobs than their own (an earlier lab's record: the tuned one)."""
+        return list(self._aa_record().get("machines") or ["tuned"]) if self.aa_pending() else []
+
+    def aa_begin(self, restore: str, machines: tuple[str, ...] = ("tuned",)) -> None:
+        carrying = sorted({*(self._aa_record().get("machines") or ()), *machines})
+        RunFolder.write_json(self.aa_file, {"since": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "restore": restore,
+                                            "machines": carrying})
+
+    def aa_end(self, machine: str | None = None) -> None:
+        """None: every machine has its own knobs again; else that machine has (the others may still not)."""
+        left = [m for m in self.aa_machines() if m != machine] if machine else []
+        if left:
+            RunFolder.write_json(self.aa_file, {**self._aa_record(), "machines": left})
+        else:
+            self.aa_file.unlink(missing_ok=True)
 
     def claim(self, backend: str, inventory: Path | None) -> None:
         """Records this checkout's lab as the one that is up."""

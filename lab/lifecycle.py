@@ -53,8 +53,7 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
         result = provision.run_playbook(backend.inventory, LOGS, limit=only)
         if result.returncode != 0:
             raise StepFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}")
-        if only in (None, "tuned"):
-            host.aa_end()                       # the tuned machine has its own knobs again
+        host.aa_end(only)                       # the machines provisioned have their own knobs again
         # What this run changed: everything at first, only an edited knob later, nothing when all is in place.
         hosts = [name for name in MACHINES if only in (None, name)] + list(backend.engine_hosts if only is None else ())
         info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in hosts)

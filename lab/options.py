@@ -112,9 +112,6 @@ def ablation(args: argparse.Namespace) -> Experiment:
     for option in ("--aa", "--threshold", "--stop-on-fail", "--load-from", "--limits"):
         if _given(args, option):
             raise StepFailed(f"{option} does not apply to ./start.sh ablate")
-    if _given(args, "--schedule"):
-        raise StepFailed(f"--schedule {args.schedule}: ./start.sh ablate loads the tuned machine alone, one "
-                         "configuration after the other (the default configuration, on that machine, is the baseline)")
     if _given(args, "--resume") is not None:
         given = [option for option in ("--users", "--ramp", "--duration", "--think", "--quick", "--scenario",
                                        "--schedule", "--repeat", "--groups") if _given(args, option)]

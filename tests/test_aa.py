@@ -41,7 +41,7 @@ def test_tuned_has_defaults_knobs_inside_and_its_own_after_even_when_interrupted
             aa.tuned_as_default(FakeBackend(), host):
         pass
     assert host.aa_pending()
-    with pytest.raises(StepFailed, match="still carries other knobs than its own from an A/A run or an ablation"):
+    with pytest.raises(StepFailed, match="the tuned machine still carries other knobs than its own from an A/A run or an"):
         aa.refuse_if_pending(host)
 
 
@@ -80,3 +80,29 @@ def test_the_knobs_of_an_a_a_run_show_tuned_with_defaults():
                               extra_vars={"tuned": aa.AS_DEFAULT})
     assert machines["tuned"]["httpd_mpm"] == machines["default"]["httpd_mpm"] == "prefork"
     assert machines["tuned"]["camel_app_java_options"] == machines["default"]["camel_app_java_options"]
+
+
+def test_an_ablation_gives_both_machines_other_knobs_and_the_host_names_each_until_it_has_its_own_back(
+        host, playbooks, tmp_path):
+    knobs_a, knobs_b = tmp_path / "a.yml", tmp_path / "b.yml"
+    with aa.machines_with(FakeBackend(), host) as give:
+        give("tuned", knobs_a, "configuration a")
+        assert host.aa_machines() == ["tuned"] and host.aa_restore() == aa.RESTORE
+        give("default", knobs_b, "configuration b")
+        assert host.aa_machines() == ["default", "tuned"] and host.aa_restore() == "./start.sh up"
+    assert playbooks.runs == [("tuned", knobs_a), ("default", knobs_b), ("default", None), ("tuned", None)]
+    assert not host.aa_pending()
+    # a restore that fails leaves both named, and how to restore them
+    with pytest.raises(StepFailed, match=r"\./start\.sh up gives the machines their own knobs back"), \
+            aa.machines_with(FakeBackend(), host) as give:
+        give("default", knobs_b, "configuration b")
+        give("tuned", knobs_a, "configuration a")
+        playbooks.fail = True
+    with pytest.raises(StepFailed, match=r"the default and tuned machines still carry other knobs than their own "
+                                         r"from an A/A run or an ablation .*: \./start\.sh up restores them"):
+        aa.refuse_if_pending(host)
+    host.aa_end("tuned")            # ./start.sh up --only tuned: the default machine still carries others
+    with pytest.raises(StepFailed, match=r"the default machine still carries other knobs than its own"):
+        aa.refuse_if_pending(host)
+    host.aa_end("default")
+    assert not host.aa_pending()

@@ -110,6 +110,11 @@ def test_a_gain_that_cannot_be_told_from_noise_gets_no_shares():
     assert result["sentence"].startswith("The tuned machine's gain over the default machine's knobs is not measurable")
     assert f"(95% interval {low:+.3f} req/s to {high:+.3f} req/s)" in result["sentence"]
     assert all(row["share"] is None and row["share_interval"] is None for row in result["path"])
+    # every trial alike (a bound the groups do not touch, such as a slow backend): no interval of "+0.000 to +0.000"
+    same = ablation.analyze(GROUPS, lambda config: [150.0, 150.0], "req/s", resamples=200)
+    assert same["gain_interval"] == (0.0, 0.0) and same["sentence"] == (
+        "The tuned machine's gain over the default machine's knobs is not measurable here (the default and the tuned "
+        "configuration measured the same in every trial): no group's share of it can be told.")
 
 
 def test_a_group_the_tuning_cannot_do_without_is_named_even_when_the_whole_gain_is_not_measurable():

@@ -5,15 +5,18 @@ The playbook and the load are stood in for here (the end-to-end test runs a real
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from test_experiment import FakeBackend
 
-from lab import cli, experiment, provision
-from lab.ablation import command, run
+from lab import cli, experiment, placement, provision
+from lab.ablation import command, pairs, run
+from lab.ablation import folder as ablation_folder
 from lab.ablation import groups as knob_groups
+from lab.analysis import ablation as analysis
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.provision import PlaybookResult
@@ -32,51 +35,67 @@ DEFAULT_RPS = 500.0
 def lab(monkeypatch, tmp_path) -> SimpleNamespace:
     """Playbook runs (their extra vars) and measurements (their folders) recorded; interrupt_at: the
     measurement number that is cut short by Ctrl-C."""
-    seen = SimpleNamespace(playbooks=[], measured=[], interrupt_at=None, unsettled=set())
+    seen = SimpleNamespace(playbooks=[], measured=[], interrupt_at=None, unsettled=set(), at_once=False,
+                           bias={"default": 1.0, "tuned": 1.0})
 
     def run_playbook(inventory, log_dir, limit=None, extra_vars=None):
         seen.playbooks.append((limit, extra_vars))
         return PlaybookResult(0, {limit: 1}, {}, tmp_path / "ansible.log")
 
-    def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra):
-        assert machines == ("tuned",) and extra == repeat      # the tuned machine alone; unsettled trials replaced
+    def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra, schedule=None):
+        if seen.at_once:    # both machines loaded at once, each with its configuration
+            assert machines == ("default", "tuned") and schedule == "parallel", (machines, schedule)
+        else:               # the tuned machine alone, at the placement's schedule
+            assert machines == ("tuned",) and schedule is None and mode["configuration"] == \
+                mode["configurations"]["tuned"]
+        assert extra == repeat                                  # unsettled trials replaced
         seen.measured.append(folder.root.name)
         folder.root.mkdir(parents=True)
         if len(seen.measured) == seen.interrupt_at:
             RunFolder.write_json(folder.run_json, {"ended": {"how": "interrupted", "during": "trial 1"}})
             return {"how": "interrupted", "during": "trial 1: the load"}
-        config = set(mode["configuration"])
-        # what the tuned machine was given for this configuration is what makes its figure here
-        knobs = (seen.last_knobs() or {})
-        assert (knobs.get("camel_app_logback_async") is True) == ("async_logging" in config)
-        base = 1.0 + sum(gain for group, gain in GAINS.items() if group in config)
-        settled = frozenset(config) not in seen.unsettled
+        figures, settled = {}, True
+        for machine in machines:
+            config = set(mode["configurations"][machine])
+            # what the machine was given for this configuration is what makes its figure here
+            knobs = seen.last_knobs(machine) or {}
+            assert (knobs.get("camel_app_logback_async") is True) == ("async_logging" in config), (machine, config)
+            given = seen.last_extra(machine)      # none: the default machine carries its own knobs, the default ones
+            assert mode["knobs_files"][machine] == (str(given) if given else None) and (given or not config)
+            figures[machine] = (config, seen.bias[machine] * (1.0 + sum(gain for group, gain in GAINS.items()
+                                                                          if group in config)))
+            settled = settled and frozenset(config) not in seen.unsettled
         for number, noise in enumerate(TRIAL_NOISE[:repeat], start=1):
-            RunFolder.write_json(folder.trial(number).summary_json, {"machines": {"tuned": {
+            RunFolder.write_json(folder.trial(number).summary_json, {"machines": {machine: {
                 "memory": {"peak_bytes": 300e6 + 100e6 * ("gc_heap" in config)}, "cpu": {"mean_cores": 0.5},
                 "load": {"throughput_rps": DEFAULT_RPS * (base + noise) + 50.0,     # 50 req/s failed
                          "good_throughput_rps": DEFAULT_RPS * (base + noise), "window": {"settled": settled},
                          "all": {"samples": 30000}},
                 # an open model's figure: the highest step that met the SLO (steps of 50 req/s here)
                 "capacity": {"found": settled, "capacity_rps": 50 * round(DEFAULT_RPS * (base + noise) / 50),
-                             "generator_bound_rps": None, "reached_max": False}}}})
+                             "generator_bound_rps": None, "reached_max": False}}
+                for machine, (config, base) in figures.items()}})
             assert (unusable(folder.trial(number)) is None) == settled
-        verdict = {"verdict": "host-bound", "valid": False} if config == {"httpd_mpm"} else \
-            {"verdict": "valid", "valid": True}
+        host_bound = any(config == {"httpd_mpm"} for config, _ in figures.values())
+        verdict = {"verdict": "host-bound", "valid": False} if host_bound else {"verdict": "valid", "valid": True}
         RunFolder.write_json(folder.summary_json, {"verdict": verdict})
         RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
         folder.write_text(folder.report_html, "<html></html>")
         return {"how": "completed"}
 
-    def last_knobs():
-        extra = next((e for _, e in reversed(seen.playbooks) if e), None)
+    def last_extra(machine: str = "tuned") -> Path | None:
+        # the last provisioning of the machine (None: with its own knobs)
+        return next((e for limit, e in reversed(seen.playbooks) if limit == machine), None)
+
+    def last_knobs(machine: str = "tuned") -> dict | None:
         import yaml
+        extra = last_extra(machine)
         return yaml.safe_load(Path(extra).read_text()) if extra else None
-    seen.last_knobs = last_knobs
+    seen.last_knobs, seen.last_extra = last_knobs, last_extra
     monkeypatch.setattr(provision, "run_playbook", run_playbook)
     monkeypatch.setattr(experiment, "measure", measure)
     monkeypatch.setattr(experiment, "check_machines", lambda backend: {})
-    monkeypatch.setattr(run, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(ablation_folder, "RUNS", tmp_path / "runs")
     return seen
 
 
@@ -89,7 +108,6 @@ def _prepared(*argv: str) -> command.Prepared:
     (["--groups", "gc,heap"], "--groups gc,heap: gc, heap: the groups are httpd_mpm, timeouts, ajp, apr"),
     (["--repeat", "1"], "--repeat 1: an ablation needs 2 trials or more per configuration"),
     (["--aa"], "--aa does not apply to ./start.sh ablate"),
-    (["--schedule", "parallel"], "--schedule parallel: ./start.sh ablate loads the tuned machine alone"),
     (["--resume", "nothing-here"], "--resume nothing-here: no ablation there"),
     (["--resume", "x", "--users", "5"], "--resume continues an ablation as it was planned: --users cannot change it"),
     (["--ramp", "10", "--duration", "30"], "--duration 30 with --ramp 10: 20 s after the ramp-up, and a trial's figure "
@@ -115,6 +133,8 @@ def test_the_plan_says_how_many_configurations_and_how_long_at_most():
                              "answered without error (the default configuration is the baseline)")
     # 4 x (45 s provisioning + 3 x (40 s + 10 s)): the default machine is not loaded again
     assert run.estimate_s(prepared.plan, 4) == 780 and "about 0.2 h at most" in lines[2]
+    # two at once: 2 pairs, each with both machines provisioned for each half, and the pair's 3 trials loading both
+    assert run.estimate_s(replace(prepared.plan, schedule="parallel"), 4) == 2 * (4 * 45 + 3 * (40 + 10))
     assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7
     # apr needs ajp: no ablation of the two measures apr alone
     every = knob_groups.load()
@@ -126,7 +146,7 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
     lab.interrupt_at = 3
     prepared = _prepared("--groups", groups_typed, "--quick")
     assert command.run(FakeBackend(), host, prepared) == 130
-    root = next((run.RUNS).glob("2*"))
+    root = next((ablation_folder.RUNS).glob("2*"))
     assert "./start.sh ablate --resume " + root.name in capsys.readouterr().err
     assert lab.playbooks[-1] == ("tuned", None) and not host.aa_pending()   # tuned got its own knobs back
     first = list(lab.measured)
@@ -136,7 +156,8 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
     lab.measured.clear()
     lab.interrupt_at = None
     resumed = _prepared("--resume", root.name)
-    assert resumed.plan == prepared.plan
+    # as planned, with the schedule the placement chose (this host's machines share CPUs)
+    assert resumed.plan == replace(prepared.plan, schedule="sequential")
     assert command.run(FakeBackend(), host, resumed) == 0
     assert not set(first[:2]) & set(lab.measured) and first[2] in lab.measured
     assert [p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()] == [first[2]]
@@ -181,7 +202,7 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
 def test_resume_refuses_when_a_groups_variables_changed(host, lab, tmp_path, monkeypatch):
     lab.interrupt_at = 1
     assert command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick")) == 130
-    root = next(run.RUNS.glob("2*"))
+    root = next(ablation_folder.RUNS.glob("2*"))
     record = json.loads((root / "ablation.json").read_text())
     record["groups"]["gc_heap"]["variables"] = ["camel_app_java_options"]
     (root / "ablation.json").write_text(json.dumps(record))
@@ -206,7 +227,7 @@ def test_a_configuration_without_two_figures_stops_the_ablation_and_is_measured_
                                          r"ablate --resume \S+ continues it"):
         command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick"))
     assert lab.playbooks[-1] == ("tuned", None) and not host.aa_pending()
-    root = next(run.RUNS.glob("2*"))
+    root = next(ablation_folder.RUNS.glob("2*"))
     lab.unsettled = set()
     lab.measured.clear()
     assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0
@@ -230,17 +251,18 @@ def test_a_trials_figure_is_its_good_throughput_and_zero_when_the_configuration_
         tmp_path, load, expected):
     trial = RunFolder(tmp_path / "trial")
     RunFolder.write_json(trial.summary_json, {"machines": {"tuned": {"load": load}}})
-    assert run.figure(trial) == expected
+    assert ablation_folder.figure(trial) == expected
 
 
 def test_an_ablation_with_an_open_model_measures_each_configurations_capacity(host, lab, capsys):
     prepared = _prepared("--groups", "gc_heap,async_logging", "--scenario", "capacity")
-    assert prepared.plan.measure is run.CAPACITY
-    assert run.Plan.from_json(prepared.plan.as_json()) == prepared.plan         # as --resume reads it back
+    assert prepared.plan.measure is ablation_folder.CAPACITY
+    chosen = replace(prepared.plan, schedule="sequential")
+    assert run.Plan.from_json(chosen.as_json()) == chosen           # as --resume reads it back
     groups = {name: prepared.every[name] for name in prepared.plan.groups}
     assert "measured as its capacity: the highest arrival rate that met the SLO" in run.describe(prepared.plan, groups)[1]
     assert command.run(FakeBackend(), host, prepared) == 0
-    root = next(run.RUNS.glob("2*"))
+    root = next(ablation_folder.RUNS.glob("2*"))
     record = json.loads((root / "ablation.json").read_text())
     assert record["plan"]["figure"] == "tuned_capacity_rps" and record["plan"]["profile"]["model"] == "open"
     analysis = record["analysis"]
@@ -251,7 +273,7 @@ def test_an_ablation_with_an_open_model_measures_each_configurations_capacity(ho
     html = (root / "report" / "index.html").read_text()
     assert "as its capacity: the highest arrival rate that met the SLO" in html and "<th>capacity per trial" in html
     resumed = _prepared("--resume", root.name)
-    assert resumed.plan == prepared.plan
+    assert resumed.plan == chosen
 
 
 @pytest.mark.parametrize("found, expected", [
@@ -266,6 +288,89 @@ def test_a_trials_capacity_is_a_figure_only_when_the_knee_was_found(tmp_path, fo
     trial = RunFolder(tmp_path / "trial")
     RunFolder.write_json(trial.summary_json, {"machines": {"tuned": {"capacity": found,
                                                                       "load": {"all": {"samples": 9000}}}}})
-    assert run.figure(trial, run.CAPACITY) == expected
+    assert ablation_folder.figure(trial, ablation_folder.CAPACITY) == expected
     RunFolder.write_json(trial.summary_json, {"machines": {"tuned": {"capacity": found, "load": {"all": {}}}}})
-    assert run.figure(trial, run.CAPACITY) == (None, "the tuned machine was sent no request")
+    assert ablation_folder.figure(trial, ablation_folder.CAPACITY) == (None, "the tuned machine was sent no request")
+
+
+def test_pairs_split_each_pairs_trials_between_the_machines_and_an_odd_one_out_takes_a_later_configuration():
+    none, a, b, c = frozenset(), frozenset({"a"}), frozenset({"b"}), frozenset({"a", "b"})
+    assert pairs.partners([a, b, c], ahead=[none, c, b]) == [(a, b), (c, none)]
+    assert pairs.partners([a, b, c, a], ahead=[]) == [(a, b), (c, c)]       # nothing ahead: both machines carry it
+    assert pairs.orientations((a, b), 3) == [({"default": a, "tuned": b}, 2), ({"default": b, "tuned": a}, 1)]
+    assert pairs.orientations((a, a), 2) == [({"default": a, "tuned": a}, 1)]   # two figures a trial
+
+
+def test_where_each_machine_has_its_own_cpus_two_configurations_are_measured_at_once_swapping_machines(
+        host, lab, capsys, monkeypatch):
+    # a 16-CPU host: the placement gives each machine CPUs of its own (FakeBackend is pinned there)
+    monkeypatch.setattr(placement, "host_cpus", lambda: tuple(range(16)))
+    lab.at_once, lab.bias["default"] = True, 0.98       # the default machine 2% slower than the tuned one
+    lab.interrupt_at = 3
+    prepared = _prepared("--groups", "httpd_mpm,gc_heap,async_logging", "--quick", "--repeat", "2")
+    assert command.run(FakeBackend(), host, prepared) == 130
+    err = capsys.readouterr().err
+    assert "two at once, one on each machine, which swap configurations halfway through a pair's trials" in err
+    root = next(ablation_folder.RUNS.glob("2*"))
+    everything = "async_logging+gc_heap+httpd_mpm"
+    # the baseline with the tuned configuration, then the machines swapped; then a forward step's first two
+    # candidates, cut short. The default machine already carries the default configuration: not provisioned for it.
+    assert lab.measured == [f"default--{everything}", f"{everything}--default", "httpd_mpm--gc_heap"]
+    assert [limit for limit, _ in lab.playbooks[:3]] == ["tuned", "default", "tuned"]
+    assert lab.playbooks[-2:] == [("default", None), ("tuned", None)] and not host.aa_pending()
+    record = json.loads((root / "ablation.json").read_text())
+    assert record["plan"]["schedule"] == "parallel" and record["placement"]["dedicated"] is True
+    assert record["pairs"] == [["default", everything], ["httpd_mpm", "gc_heap"]]
+
+    lab.measured.clear()
+    lab.interrupt_at = None
+    assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0
+    # the pair cut short is finished before anything else is paired; nothing is measured twice
+    assert lab.measured[:2] == ["httpd_mpm--gc_heap", "gc_heap--httpd_mpm"]
+    assert len(lab.measured) == len(set(lab.measured)) == 6 and f"default--{everything}" not in lab.measured
+    assert [p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()] == ["httpd_mpm--gc_heap"]
+    ablation = ablation_folder.Ablation(root)
+    result = json.loads((root / "ablation.json").read_text())["analysis"]
+    for name in result["configurations"]:     # each configuration carried by each machine in one trial of two
+        assert sorted(s.machine for s in ablation.sources(analysis.config_of(name))) == ["default", "tuned"], name
+        assert len(result["configurations"][name]) == 2
+    # the slower machine's 2% falls on every configuration alike: the path and the shares are the ones it has
+    assert result["default"] == pytest.approx(DEFAULT_RPS * ((0.98 + 1.0) / 2 - 0.01))
+    assert [r["group"] for r in result["path"]] == ["gc_heap", "async_logging", "httpd_mpm"]
+    assert result["path"][0]["share"] == pytest.approx(0.75, abs=0.02) and not result["path"][2]["measurable"]
+    page = (root / "report" / "index.html").read_text()
+    assert "two at a time, one on each machine" in page and "shared CPUs" not in page
+    assert f'href="../pairs/default--{everything}/report/index.html">default--{everything} (default)</a>' in page
+
+
+def test_two_at_once_on_shared_cpus_is_asked_for_and_said_and_an_odd_one_out_is_carried_by_both_machines(
+        host, lab, capsys):
+    lab.at_once = True
+    prepared = _prepared("--groups", "ajp,apr", "--quick", "--repeat", "2", "--schedule", "parallel")
+    assert command.run(FakeBackend(), host, prepared) == 0
+    assert "--schedule parallel measures two configurations at once anyway" in capsys.readouterr().err
+    root = next(ablation_folder.RUNS.glob("2*"))
+    # default with ajp+apr; ajp, the forward path's only first step, has no partner left: both machines carry it
+    assert lab.measured == ["default--ajp+apr", "ajp+apr--default", "ajp--ajp"]
+    assert len(RunFolder(root / "pairs" / "ajp--ajp").trials()) == 1
+    analysed = json.loads((root / "ablation.json").read_text())["analysis"]
+    assert all(len(figures) == 2 for figures in analysed["configurations"].values())
+    page = (root / "report" / "index.html").read_text()
+    assert "Measured two at a time on shared CPUs (--schedule parallel):" in page and "shared: this host has" in page
+
+
+def test_a_pair_whose_trials_gave_no_figures_stops_the_ablation_and_only_its_halves_are_measured_again(
+        host, lab, monkeypatch):
+    monkeypatch.setattr(placement, "host_cpus", lambda: tuple(range(16)))
+    lab.at_once, lab.unsettled = True, {frozenset({"gc_heap"})}
+    with pytest.raises(StepFailed, match=r"configuration default: 0 of its trials gave either machine's throughput"):
+        command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick", "--repeat", "2"))
+    assert lab.measured == ["default--gc_heap", "gc_heap--default"] and not host.aa_pending()
+    root = next(ablation_folder.RUNS.glob("2*"))
+    lab.unsettled = set()
+    lab.measured.clear()
+    assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0
+    assert lab.measured == ["default--gc_heap", "gc_heap--default"]         # the pair as it was recorded
+    assert sorted(p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()) == ["default--gc_heap",
+                                                                                          "gc_heap--default"]
+    assert json.loads((root / "ablation.json").read_text())["pairs"] == [["default", "gc_heap"]]

@@ -795,16 +795,20 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
     assert "<th>error types</th>" in html and "connections dropped from a full accept queue" in html
 
 
-def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_and_resumes_after_ctrl_c(
+def test_a_quick_capacity_ablation_two_at_once_gives_each_machine_its_configurations_and_resumes_after_ctrl_c(
         slow_backend, tmp_path):
-    # An open model, stepped as ./start.sh capacity steps it: each trial's figure is the tuned machine's capacity.
+    # Two configurations at once, one on each machine, as where each machine has CPUs of its own (here asked for
+    # with --schedule parallel: this host's machines share its 2 CPUs, and the report says so). One at a time, on the
+    # tuned machine alone, is the same measurement with one machine given knobs (test_ablation_run).
+    # An open model, stepped as ./start.sh capacity steps it: each trial's figure is a machine's capacity.
     # (A fixed load's figure, its steady-state throughput, is the same path with another figure: test_ablation_run.)
     scenario = tmp_path / "capacity-quick.yaml"
     # Each 10 s step is most of what a trial costs, and a trial runs until two steps miss the SLO.
     scenario.write_text(yaml.safe_dump({"model": "open", "load": SLOW_BACKEND_STEPS,
                                         "slo": {"p99_ms": 1000, "error_pct": 0.1}}))
-    # apr needs ajp: 3 configurations (default, ajp, ajp+apr), the need met end to end
-    argv = ["ablate", "--groups", "ajp,apr", "--scenario", str(scenario), "--repeat", "2"]
+    # apr needs ajp: 3 configurations (default, ajp, ajp+apr), the need met end to end: default with ajp+apr, the
+    # machines swapped after a trial, then ajp, the odd one out, on both machines
+    argv = ["ablate", "--groups", "ajp,apr", "--scenario", str(scenario), "--repeat", "2", "--schedule", "parallel"]
     previous = (REPO / "runs" / "latest").resolve()
     log = tmp_path / "ablate.err"
     with log.open("w") as sink:
@@ -813,12 +817,12 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 900
-        while True:     # Ctrl-C once the first configuration is measured, while the next is loaded
+        while True:     # Ctrl-C once the first half of the first pair is measured, while the machines swapped
             assert time.monotonic() < deadline and first.poll() is None, \
-                f"the first configuration never ended: {log.read_text()[-3000:]}"
+                f"the first half never ended: {log.read_text()[-3000:]}"
             root = (REPO / "runs" / "latest").resolve()
-            done = [p.parent for p in root.glob("configs/*/summary.json")] if root != previous else []
-            loading = [p for p in root.glob("configs/*/trials/1/jmeter/tuned/results.csv")
+            done = [p.parent for p in root.glob("pairs/*/summary.json")] if root != previous else []
+            loading = [p for p in root.glob("pairs/*/trials/1/jmeter/tuned/results.csv")
                        if done and done[0] not in p.parents]
             if loading:
                 break
@@ -826,7 +830,7 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
         first.send_signal(signal.SIGINT)
         first.wait(timeout=600)
     finally:
-        if first.poll() is None:    # never leave it loading (nor the tuned machine on a configuration's knobs)
+        if first.poll() is None:    # never leave it loading (nor the machines on a configuration's knobs)
             first.send_signal(signal.SIGINT)
             try:
                 first.wait(timeout=300)
@@ -834,47 +838,62 @@ def test_a_quick_capacity_ablation_gives_the_tuned_machine_each_configuration_an
                 first.kill()
     stderr = log.read_text()
     assert first.returncode == 130, stderr[-3000:]
-    assert "Ablation of 2 knob groups: ajp, apr" in stderr
+    assert "Ablation of 2 knob groups: ajp, apr" in stderr and "two at once, one on each machine" in stderr
     assert "at most 3 configurations" in stderr and f"./start.sh ablate --resume {root.name} continues it" in stderr
+    assert "--schedule parallel measures two configurations at once anyway" in stderr
     kept = done[0]
+    assert kept.name == "default--ajp+apr", kept
     kept_run = json.loads((kept / "run.json").read_text())
-    observed = json.loads(start("status", "--json", timeout=120).stdout)["machines"]["tuned"]["observed"]
-    assert observed["gc"] == "G1" and observed["httpd_mpm"] == "worker"     # its own knobs back after Ctrl-C
+    machines = json.loads(start("status", "--json", timeout=120).stdout)["machines"]
+    # both machines have their own knobs back after Ctrl-C
+    assert machines["tuned"]["observed"]["gc"] == "G1" and machines["tuned"]["observed"]["httpd_mpm"] == "worker"
+    assert machines["default"]["observed"]["proxy_protocol"] == "http"
+    assert machines["default"]["observed"]["tomcat_ajp_protocol"] is None
 
     result = start("ablate", "--resume", root.name, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     assert json.loads((kept / "run.json").read_text()) == kept_run           # measured once, kept as it was
-    assert list((root / "interrupted").iterdir()), "the configuration cut short is kept aside"
-    configs = {p.name for p in (root / "configs").iterdir()}
-    assert configs == {"default", "ajp", "ajp+apr"}
+    assert [p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()] == ["ajp+apr--default"]
+    halves = {p.name for p in (root / "pairs").iterdir()}
+    assert halves == {"default--ajp+apr", "ajp+apr--default", "ajp--ajp"}
     connector = {"default": None, "ajp": "AjpNioProtocol", "ajp+apr": "AjpAprProtocol"}
-    for name in configs:
-        # what status saw on the tuned machine when its configuration was measured
-        seen = json.loads((root / "configs" / name / "status.json").read_text())["machines"]["tuned"]["observed"]
-        assert seen["proxy_protocol"] == ("ajp" if "ajp" in name else "http"), (name, seen)
-        assert seen["tomcat_ajp_protocol"] == connector[name], (name, seen)
-        assert seen["httpd_mpm"] == "prefork" and seen["gc"] == "Serial" and seen["async_logging"] is False, \
-            (name, seen)
-        # the tuned machine alone loaded, stepped up past its knee: 2 trials with a capacity (one without, replaced)
-        top = json.loads((root / "configs" / name / "run.json").read_text())
-        assert top["machines_loaded"] == ["tuned"] and sum(t["counted"] for t in top["trials"]) == 2, top["trials"]
+    for half in halves:
+        on = dict(zip(("default", "tuned"), half.split("--"), strict=True))
+        seen = json.loads((root / "pairs" / half / "status.json").read_text())["machines"]
+        for machine, name in on.items():
+            # what status saw on each machine when its configuration was measured
+            observed = seen[machine]["observed"]
+            assert observed["proxy_protocol"] == ("ajp" if "ajp" in name else "http"), (half, machine, observed)
+            assert observed["tomcat_ajp_protocol"] == connector[name], (half, machine, observed)
+            assert observed["httpd_mpm"] == "prefork" and observed["gc"] == "Serial" \
+                and observed["async_logging"] is False, (half, machine, observed)
+        # both machines loaded at once, stepped up past their knees: 1 trial with a capacity on each
+        top = json.loads((root / "pairs" / half / "run.json").read_text())
+        assert top["machines_loaded"] == ["default", "tuned"] and top["schedule"] == "parallel"
+        assert sum(t["counted"] for t in top["trials"]) == 1, top["trials"]
         assert top["profile"]["model"] == "open" and top["profile"]["step_s"] == 10
         assert all(t.get("not_counted") for t in top["trials"] if not t["counted"])
         for trial in (t for t in top["trials"] if t["counted"]):
-            found = json.loads((root / "configs" / name / "trials" / str(trial["number"]) / "summary.json")
-                               .read_text())["machines"]["tuned"]["capacity"]
-            assert found["found"] and found["knee_rps"] > (found["capacity_rps"] or 0), (name, found)
-    assert not list(root.glob("configs/*/trials/*/jmeter/default")), "the default machine is never loaded"
+            summary = json.loads((root / "pairs" / half / "trials" / str(trial["number"]) / "summary.json")
+                                 .read_text())
+            for machine in on:
+                found = summary["machines"][machine]["capacity"]
+                assert found["found"] and found["knee_rps"] > (found["capacity_rps"] or 0), (half, machine, found)
     record = json.loads((root / "ablation.json").read_text())
     analysis = record["analysis"]
     assert record["plan"]["figure"] == "tuned_capacity_rps" and analysis["measure"]["short"] == "capacity"
+    assert record["plan"]["schedule"] == "parallel" and record["placement"]["dedicated"] is False
+    assert record["pairs"] == [["default", "ajp+apr"], ["ajp", "ajp"]]
     assert all(len(figures) == 2 and all(f % 50 == 0 for f in figures) for figures in analysis["configurations"].values())
     assert [row["group"] for row in analysis["path"]] == ["ajp", "apr"] and analysis["sentence"]
     assert analysis["sentence"] in result.stderr and f"Report: {root}/report/index.html" in result.stderr
     html = (root / "report" / "index.html").read_text()
-    assert 'id="chart-waterfall"' in html and html.count('href="../configs/') == 3
-    observed = json.loads(start("status", "--json", timeout=120).stdout)["machines"]["tuned"]["observed"]
-    assert observed["gc"] == "G1" and observed["httpd_mpm"] == "worker" and observed["proxy_protocol"] == "ajp"
+    assert 'id="chart-waterfall"' in html and html.count('href="../pairs/') == 6    # each configuration on each machine
+    assert "Measured two at a time on shared CPUs (--schedule parallel):" in html
+    machines = json.loads(start("status", "--json", timeout=120).stdout)["machines"]
+    assert machines["tuned"]["observed"]["gc"] == "G1" and machines["tuned"]["observed"]["proxy_protocol"] == "ajp"
+    assert machines["default"]["observed"]["gc"] == "Serial" and machines["default"]["observed"]["httpd_mpm"] == "prefork"
+    assert machines["default"]["observed"]["proxy_protocol"] == "http"
 
 
 def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memory_then_its_scenario_runs(

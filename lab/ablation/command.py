@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lab import experiment, load, options, runfolder
 from lab.ablation import groups as knob_groups
+from lab.ablation.folder import MEASURES, Ablation
 from lab.ablation.groups import Group
-from lab.ablation.run import MEASURES, Ablation, Plan, ablate, chosen_groups, describe, reanalyse
+from lab.ablation.run import AT_ONCE, Plan, ablate, chosen_groups, describe, reanalyse
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
@@ -54,7 +55,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
                              "backend's machines")
         return Prepared(plan, every, ablation)
     chosen = options.ablation(args)
-    plan = Plan(chosen_groups(every, getattr(args, "groups", None)), chosen.profile, chosen.repeat)
+    plan = Plan(chosen_groups(every, getattr(args, "groups", None)), chosen.profile, chosen.repeat, chosen.schedule)
     # room for one configuration now (each is checked again before it starts)
     runfolder.check_free_space(load.run_folder_bytes(plan.profile) * plan.repeat)
     return Prepared(plan, every, None)
@@ -79,10 +80,17 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
         info(f"{ablation.root} is a finished ablation: analysed again from its trials, its report written again")
         result = reanalyse(ablation, plan, every)
     else:
+        where = experiment.placed_on(backend)
+        if prepared.resume is None:
+            plan = replace(plan, schedule=plan.schedule or (AT_ONCE if where.dedicated else "sequential"))
         for line in describe(plan, groups):
             print(line, file=sys.stderr)
+        if plan.at_once and not where.dedicated:
+            info(f"placement: {where.note}; --schedule {AT_ONCE} measures two configurations at once anyway: each "
+                 "figure then includes the other machine's load on the same CPUs, and the report says so")
         experiment.check_machines(backend)      # before the folder: a lab that is down leaves nothing behind
-        ablation = prepared.resume or Ablation.create(plan, groups, backend=backend.name, knobs_sha256=knobs_sha256())
+        ablation = prepared.resume or Ablation.create(plan.as_json(), groups, backend=backend.name,
+                                                      knobs_sha256=knobs_sha256(), placement=where.as_json())
         info(f"ablation folder: {ablation.root}" + (" (resumed: measured configurations are kept)"
                                                      if prepared.resume else ""))
         try:

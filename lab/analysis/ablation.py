@@ -10,7 +10,10 @@ one (every group):
 - leave-one-out: the tuned configuration without each group (and the groups that need it), its loss.
 A group's share is its step's gain over the whole gain, with a 95% bootstrap interval (each
 configuration's trials resampled on their own). Where a group's forward gain and its leave-one-out loss
-disagree beyond their intervals, the groups interact, and the result says so."""
+disagree beyond their intervals, the groups interact, and the result says so.
+
+Where two configurations can be measured at once (one on each machine), the analysis says ahead which it is
+about to read: prefetch(configs) before each batch, so that the measurer can pair them."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -22,6 +25,11 @@ from lab.analysis.trials import CONFIDENCE, RESAMPLES, SEED, few_trials_note, pe
 
 Config = frozenset[str]
 Measure = Callable[[Config], list[float]]
+Prefetch = Callable[[list[Config]], None]
+
+
+def _nothing_ahead(_configs: list[Config]) -> None:
+    """One configuration at a time: nothing to measure ahead."""
 
 
 def dependents(groups: dict[str, Group], name: str) -> set[str]:
@@ -37,15 +45,16 @@ def dependents(groups: dict[str, Group], name: str) -> set[str]:
     return found
 
 
-def forward_path(groups: dict[str, Group], measure: Measure) -> list[dict]:
+def forward_path(groups: dict[str, Group], measure: Measure, prefetch: Prefetch = _nothing_ahead) -> list[dict]:
     """The greedy path from no group to every group: each step's group, its configuration's mean and what
-    the other candidates of that step measured."""
+    the other candidates of that step measured (prefetch is told each step's candidates first)."""
     applied: Config = frozenset()
     steps = []
     while len(applied) < len(groups):
         candidates = [name for name in groups if name not in applied and valid(groups, applied | {name})]
         if not candidates:
             raise ValueError(f"no group can be added to {sorted(applied)}: their needs are never met")
+        prefetch([applied | {name} for name in candidates])
         means = {name: float(numpy.mean(measure(applied | {name}))) for name in candidates}
         best = max(candidates, key=lambda name: (means[name], -candidates.index(name)))
         applied = applied | {best}
@@ -59,9 +68,18 @@ def leave_one_out(groups: dict[str, Group]) -> dict[str, Config]:
     return {name: everything - {name} - dependents(groups, name) for name in groups}
 
 
-def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: int = RESAMPLES) -> dict:
+def wanted(groups: dict[str, Group]) -> list[Config]:
+    """The configurations known to be needed before the path is walked, in the order they are read: the default
+    (the baseline), the tuned one, then leave-one-out's."""
+    found = [frozenset(), frozenset(groups)]
+    return found + [config for config in leave_one_out(groups).values() if config not in found]
+
+
+def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: int = RESAMPLES,
+            prefetch: Prefetch = _nothing_ahead) -> dict:
     """The path, each group's share of the gain and its leave-one-out loss, with 95% intervals, and a
-    sentence. measure(config) -> the figure of each trial of that configuration (measured once each), in unit."""
+    sentence. measure(config) -> the figure of each trial of that configuration (measured once each), in unit.
+    prefetch(configs): told which configurations are read next, before they are."""
     cache: dict[Config, list[float]] = {}
 
     def measured(config: Config) -> list[float]:
@@ -72,12 +90,14 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
         return cache[config]
 
     none, everything = frozenset(), frozenset(groups)
+    prefetch([none])
     measured(none)      # the baseline first: every later step is read against it, so it is on show from the start
-    path = forward_path(groups, measured)
+    path = forward_path(groups, measured, prefetch)
     loo = leave_one_out(groups)
     rng = numpy.random.default_rng(SEED)
     # in a fixed order: the same measurements always give the same intervals (a set's order varies by run)
     configs = sorted({none, everything, *(frozenset(s["config"]) for s in path), *loo.values()}, key=sorted)
+    prefetch(configs)
     draws = {config: resampled_means(measured(config), rng, resamples) for config in configs}
     total = draws[everything] - draws[none]
 
@@ -145,9 +165,11 @@ def sentence(rows: list[dict], gain_interval: tuple[float, float] | None = None,
     A whole gain whose interval holds 0 has no shares to give: said instead."""
     needed = [r for r in rows if r["loo_interval"][0] > 0]
     if gain_interval is not None and gain_interval[0] <= 0 <= gain_interval[1]:
-        said = (f"The tuned machine's gain over the default machine's knobs is not measurable here (95% interval "
-                f"{amount(gain_interval[0], unit)} to {amount(gain_interval[1], unit)}): no group's share of it can "
-                "be told")
+        spread = ("the default and the tuned configuration measured the same in every trial"
+                  if gain_interval[0] == gain_interval[1] == 0 else
+                  f"95% interval {amount(gain_interval[0], unit)} to {amount(gain_interval[1], unit)}")
+        said = (f"The tuned machine's gain over the default machine's knobs is not measurable here ({spread}): no "
+                "group's share of it can be told")
         # the tuning may still hold together: a group the tuned machine cannot do without is worth saying
         if needed:
             said += "; yet " + _names([_without(r, unit) + (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from lab.ablation.run import Ablation, key
+from lab.ablation.folder import Ablation, key
 from lab.analysis.ablation import config_of
 from lab.report.page import environment
 from lab.report.plotting import Chart, figure, finish, style
@@ -60,22 +60,29 @@ def render(ablation: Ablation) -> Path:
     record = ablation.record()
     result = record.get("analysis") or {}
     folder = RunFolder(ablation.root)
-    configs = []
+    configs, uncounted = [], {}
     for name, figures in (result.get("configurations") or {}).items():
         config = config_of(name)
-        measured = ablation.config_folder(config)
-        verdict = (measured.read_json(measured.summary_json, [], "summary") or {}).get("verdict") or {}
-        run = measured.read_json(measured.run_json, [], "run") or {}
+        sources = ablation.sources(config)
+        verdicts = [(folder_.read_json(folder_.summary_json, [], "summary") or {}).get("verdict") or {}
+                    for folder_ in (source.folder for source in sources)]
+        for source in sources:      # a pair's half holds two configurations' trials: counted once
+            run = source.folder.read_json(source.folder.run_json, [], "run") or {}
+            uncounted[source.folder.root] = run.get("uncounted_trials") or 0
+        reports = [(key(config) if len(sources) == 1 and source.machine == "tuned" else
+                    f"{source.folder.root.name} ({source.machine})", folder.relative(source.folder.report_html))
+                   for source in sources if source.folder.report_html.is_file()]
         configs.append({"name": key(config), "size": len(config), "figures": figures,
-                        "uncounted": run.get("uncounted_trials") or 0,
                         "costs": (result.get("costs") or {}).get(name) or {},
-                        "verdict": verdict.get("verdict"), "valid": verdict.get("valid"),
-                        "report": folder.relative(measured.report_html) if measured.report_html.is_file() else None})
+                        "verdict": "; ".join(dict.fromkeys(v["verdict"] for v in verdicts if v.get("verdict"))) or None,
+                        "valid": False if any(v.get("valid") is False for v in verdicts) else
+                        (True if verdicts and all(v.get("valid") for v in verdicts) else None),
+                        "reports": reports})
     configs.sort(key=lambda c: (c["size"], c["name"]))
     invalid = [c["name"] for c in configs if c["valid"] is False]
-    uncounted = sum(c["uncounted"] for c in configs)
     page = environment().get_template(TEMPLATE).render(record=record, result=result, configs=configs, invalid=invalid,
-                                                       uncounted=uncounted, charts=[waterfall(result)], now=time.time(),
+                                                       uncounted=sum(uncounted.values()), charts=[waterfall(result)], now=time.time(),
+                                                       at_once=(record.get("plan") or {}).get("schedule") == "parallel",
                                                        ablation_id=ablation.root.name)
     folder.write_text(folder.report_html, page)
     return folder.report_html
