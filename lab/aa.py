@@ -50,9 +50,9 @@ def machines_with(backend: Backend, host: HostLab) -> Iterator[Callable[[str, Pa
     def give(machine: str, extra_vars: Path, label: str) -> None:
         if machine not in given:        # first: a run cut short from here on still says it must be restored
             given.append(machine)
-            host.aa_begin(_restore_command(given), tuple(given))
+            host.aa_begin((machine,))
         with step(f"Provisioning the {machine} machine with {label}"):
-            _provision(backend, extra_vars, machine, _restore_command(given))
+            _provision(backend, extra_vars, machine, restore_command(host.aa_machines()))
 
     try:
         yield give
@@ -67,16 +67,26 @@ def machines_with(backend: Backend, host: HostLab) -> Iterator[Callable[[str, Pa
         _restore(backend, host, given)
 
 
-def _restore_command(machines: list[str]) -> str:
+def restore_command(machines: list[str]) -> str:
+    """What gives these machines their own knobs back."""
     return RESTORE if machines == ["tuned"] else "./start.sh up"
 
 
 def _restore(backend: Backend, host: HostLab, machines: list[str]) -> None:
+    """Each machine given others provisioned with its own knobs, even when another's restore fails (the first
+    failure is raised after)."""
+    failed: StepFailed | None = None
     for machine in MACHINES:        # in the lab's order, whichever was given first
         if machine in machines:
-            with step(f"Provisioning the {machine} machine back with its own knobs"):
-                _provision(backend, None, machine, _restore_command(machines))
+            try:
+                with step(f"Provisioning the {machine} machine back with its own knobs"):
+                    _provision(backend, None, machine, restore_command(host.aa_machines()))
+            except StepFailed as error:
+                failed = failed or error
+                continue
             host.aa_end(machine)
+    if failed:
+        raise failed
 
 
 def _provision(backend: Backend, extra_vars: Path | None, machine: str, restore: str) -> None:
@@ -87,13 +97,14 @@ def _provision(backend: Backend, extra_vars: Path | None, machine: str, restore:
                          "own knobs back")
 
 
-def refuse_if_pending(host: HostLab) -> None:
-    """An A/B run on a tuned machine that still has other knobs (the default one's, an ablation's) would compare
-    default with something else than the tuned machine."""
-    if host.aa_pending():
-        machines = host.aa_machines()
+def refuse_if_pending(host: HostLab, a_a: bool = False) -> None:
+    """An A/B run on a machine that still has other knobs than its own (the default one's, an ablation's) would
+    compare something else than the two machines; an A/A run gives the tuned machine the default one's knobs anyway,
+    but its noise floor needs the default machine as it is."""
+    machines = [m for m in host.aa_machines() if not (a_a and m == "tuned")]
+    if machines:
+        everyone = host.aa_machines()
         who = (f"the {' and '.join(machines)} machines still carry other knobs than their own" if len(machines) > 1
                else f"the {machines[0]} machine still carries other knobs than its own")
         raise StepFailed(f"{who} from an A/A run or an ablation that did not finish "
-                         f"({host.aa_file}): {host.aa_restore() or RESTORE} restores them")
-
+                         f"({host.aa_file}): {restore_command(everyone)} restores them")

@@ -76,8 +76,8 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
                 else "name its hosts there: ansible/inventories/ssh/hosts.example.yml shows how")
         raise StepFailed(f"--load-from loadgen: the {backend.name} backend has no remote JMeter engines: its inventory "
                          f"({backend.inventory}) has no loadgen group ({hint})")
-    if host is not None and not a_a:
-        aa.refuse_if_pending(host)
+    if host is not None:
+        aa.refuse_if_pending(host, a_a)
     if a_a:
         if host is None:
             raise ValueError("an A/A run needs the host's lab record")

@@ -132,18 +132,14 @@ class HostLab:
         return (RunFolder(self.aa_file.parent).read_json(self.aa_file, [], "knobs record") or {}) \
             if self.aa_file.is_file() else {}
 
-    def aa_restore(self) -> str | None:
-        """The command that gives the machines their own knobs back, while some carry others."""
-        return self._aa_record().get("restore") if self.aa_pending() else None
-
     def aa_machines(self) -> list[str]:
         """The machines that may carry other knobs than their own (an earlier lab's record: the tuned one)."""
         return list(self._aa_record().get("machines") or ["tuned"]) if self.aa_pending() else []
 
-    def aa_begin(self, restore: str, machines: tuple[str, ...] = ("tuned",)) -> None:
-        carrying = sorted({*(self._aa_record().get("machines") or ()), *machines})
-        RunFolder.write_json(self.aa_file, {"since": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "restore": restore,
-                                            "machines": carrying})
+    def aa_begin(self, machines: tuple[str, ...] = ("tuned",)) -> None:
+        """From now on these machines may carry other knobs than their own (with those an earlier run left so)."""
+        carrying = sorted({*self.aa_machines(), *machines})
+        RunFolder.write_json(self.aa_file, {"since": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machines": carrying})
 
     def aa_end(self, machine: str | None = None) -> None:
         """None: every machine has its own knobs again; else that machine has (the others may still not)."""

@@ -69,7 +69,7 @@ def test_an_a_a_run_says_so_in_every_record_and_a_b_refuses_meanwhile(steps, hos
     assert json.loads((steps["run"] / "trials" / "1" / "run.json").read_text())["mode"] == "aa"
     assert not host.aa_pending() and playbooks.runs == [("tuned", aa.AS_DEFAULT), ("tuned", None)]
     assert [m["mode"] for m in modes] == ["aa"]             # knobs.json shows tuned with default's knobs
-    host.aa_begin(aa.RESTORE)
+    host.aa_begin()
     with pytest.raises(StepFailed, match="./start.sh up --only tuned restores them"):
         experiment.run(FakeBackend(), load.QUICK, "parallel", host=host)
 
@@ -87,9 +87,10 @@ def test_an_ablation_gives_both_machines_other_knobs_and_the_host_names_each_unt
     knobs_a, knobs_b = tmp_path / "a.yml", tmp_path / "b.yml"
     with aa.machines_with(FakeBackend(), host) as give:
         give("tuned", knobs_a, "configuration a")
-        assert host.aa_machines() == ["tuned"] and host.aa_restore() == aa.RESTORE
+        assert host.aa_machines() == ["tuned"] and aa.restore_command(host.aa_machines()) == aa.RESTORE
         give("default", knobs_b, "configuration b")
-        assert host.aa_machines() == ["default", "tuned"] and host.aa_restore() == "./start.sh up"
+        assert host.aa_machines() == ["default", "tuned"]
+        assert aa.restore_command(host.aa_machines()) == "./start.sh up"
     assert playbooks.runs == [("tuned", knobs_a), ("default", knobs_b), ("default", None), ("tuned", None)]
     assert not host.aa_pending()
     # a restore that fails leaves both named, and how to restore them
@@ -101,8 +102,25 @@ def test_an_ablation_gives_both_machines_other_knobs_and_the_host_names_each_unt
     with pytest.raises(StepFailed, match=r"the default and tuned machines still carry other knobs than their own "
                                          r"from an A/A run or an ablation .*: \./start\.sh up restores them"):
         aa.refuse_if_pending(host)
+    # both restores were tried: the tuned one failed too, and is named
+    assert playbooks.runs[-2:] == [("default", None), ("tuned", None)]
+    # an A/A run would measure its noise floor against a default machine with an ablation's knobs
+    with pytest.raises(StepFailed, match=r"the default machine still carries other knobs than its own .*"
+                                         r"\./start\.sh up restores them"):
+        aa.refuse_if_pending(host, a_a=True)
     host.aa_end("tuned")            # ./start.sh up --only tuned: the default machine still carries others
-    with pytest.raises(StepFailed, match=r"the default machine still carries other knobs than its own"):
+    with pytest.raises(StepFailed, match=r"the default machine still carries other knobs than its own .*"
+                                         r"\./start\.sh up restores them"):
         aa.refuse_if_pending(host)
     host.aa_end("default")
     assert not host.aa_pending()
+
+
+def test_a_record_of_an_earlier_lab_keeps_the_tuned_machine_when_the_default_one_is_given_others(
+        host, playbooks, tmp_path):
+    host.aa_file.parent.mkdir(parents=True, exist_ok=True)
+    host.aa_file.write_text(json.dumps({"since": "earlier", "restore": aa.RESTORE}))     # no "machines": tuned
+    playbooks.fail = True
+    with pytest.raises(StepFailed), aa.machines_with(FakeBackend(), host) as give:
+        give("default", tmp_path / "b.yml", "configuration b")
+    assert host.aa_machines() == ["default", "tuned"]       # the default machine's restore failed; tuned never had

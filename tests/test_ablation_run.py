@@ -35,7 +35,7 @@ DEFAULT_RPS = 500.0
 def lab(monkeypatch, tmp_path) -> SimpleNamespace:
     """Playbook runs (their extra vars) and measurements (their folders) recorded; interrupt_at: the
     measurement number that is cut short by Ctrl-C."""
-    seen = SimpleNamespace(playbooks=[], measured=[], interrupt_at=None, unsettled=set(), at_once=False,
+    seen = SimpleNamespace(playbooks=[], measured=[], interrupt_at=None, unsettled=set(), at_once=False, schedule=None,
                            bias={"default": 1.0, "tuned": 1.0})
 
     def run_playbook(inventory, log_dir, limit=None, extra_vars=None):
@@ -44,7 +44,8 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
 
     def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra, schedule=None):
         if seen.at_once:    # both machines loaded at once, each with its configuration
-            assert machines == ("default", "tuned") and schedule == "parallel", (machines, schedule)
+            # the placement's (at once where each machine has CPUs of its own), else asked for
+            assert machines == ("default", "tuned") and schedule == seen.schedule, (machines, schedule)
         else:               # the tuned machine alone, at the placement's schedule
             assert machines == ("tuned",) and schedule is None and mode["configuration"] == \
                 mode["configurations"]["tuned"]
@@ -345,7 +346,7 @@ def test_where_each_machine_has_its_own_cpus_two_configurations_are_measured_at_
 
 def test_two_at_once_on_shared_cpus_is_asked_for_and_said_and_an_odd_one_out_is_carried_by_both_machines(
         host, lab, capsys):
-    lab.at_once = True
+    lab.at_once, lab.schedule = True, "parallel"
     prepared = _prepared("--groups", "ajp,apr", "--quick", "--repeat", "2", "--schedule", "parallel")
     assert command.run(FakeBackend(), host, prepared) == 0
     assert "--schedule parallel measures two configurations at once anyway" in capsys.readouterr().err
@@ -374,3 +375,19 @@ def test_a_pair_whose_trials_gave_no_figures_stops_the_ablation_and_only_its_hal
     assert sorted(p.name.rsplit("-", 2)[0] for p in (root / "interrupted").iterdir()) == ["default--gc_heap",
                                                                                           "gc_heap--default"]
     assert json.loads((root / "ablation.json").read_text())["pairs"] == [["default", "gc_heap"]]
+
+
+def test_a_trial_the_run_did_not_count_gives_no_figure_to_either_configuration_of_a_pair(tmp_path):
+    # the tuned machine's configuration did not settle in trial 1: the run replaced it, and the default machine's
+    # figure in it goes too (a configuration is not read from trials its partner has no figure in)
+    ablation = ablation_folder.Ablation(tmp_path)
+    half = ablation.pair_folder(frozenset(), frozenset({"gc_heap"}))
+    for number, tuned in ((1, {"window": {"settled": False}}), (2, {"good_throughput_rps": 640.0,
+                                                                      "all": {"samples": 9}})):
+        RunFolder.write_json(half.trial(number).summary_json, {"machines": {
+            "default": {"load": {"good_throughput_rps": 500.0 + number, "all": {"samples": 9}}}, "tuned": {"load": tuned}}})
+    RunFolder.write_json(half.run_json, {"ended": {"how": "completed"}, "trials": [
+        {"number": 1, "counted": False, "not_counted": "the tuned machine did not reach a steady state"},
+        {"number": 2, "counted": True}]})
+    assert ablation.counted(frozenset()) == 1 and ablation.counted(frozenset({"gc_heap"})) == 1
+    assert ablation_folder.costs(ablation.sources(frozenset()))["basis"].startswith("the default machine over 1 trials")

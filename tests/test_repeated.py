@@ -105,6 +105,17 @@ def test_a_run_of_one_machine_gives_its_mean_and_a_chart_of_it_not_empty_columns
     assert "the tuned machine alone, measured 3 times" in html
 
 
+def test_a_pair_of_an_ablation_says_which_configuration_each_machine_carried(tmp_path: Path) -> None:
+    folder = make_repeated_run(tmp_path / "run")
+    run = json.loads(folder.run_json.read_text())
+    folder.write_json(folder.run_json, {**run, "mode": "ablation", "configuration": ["ajp", "apr"],
+                                        "configurations": {"default": [], "tuned": ["ajp", "apr"]}})
+    html = report.render(folder.root).read_text()
+    assert "Two configurations of an ablation:</strong> the default machine had the default machine's knobs plus " \
+           "the knob group(s) none; the tuned machine had the default machine's knobs plus the knob group(s) ajp, " \
+           "apr" in html and "tuned ÷ default here compares the two configurations" in html
+
+
 def test_an_a_a_run_reports_its_noise_floor(tmp_path: Path) -> None:
     folder = make_repeated_run(tmp_path / "run", throughput=[(700.0, 705.0), (730.0, 720.0), (720.0, 731.0)])
     run = json.loads(folder.run_json.read_text())

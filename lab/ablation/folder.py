@@ -125,7 +125,7 @@ class Ablation:
 
     def _figures(self, config: frozenset[str]) -> list[float]:
         found = [figure(trial, self.measure, source.machine) for source in self.sources(config)
-                 for trial in source.folder.trials()]
+                 for trial in counted_trials(source.folder)]
         return [value for value, _why in found if value is not None]
 
     def figures(self, config: frozenset[str]) -> list[float]:
@@ -157,6 +157,15 @@ class Ablation:
         RunFolder(self.root).write_text(path, f"# {key(config)}: the {machine} machine's knobs for this configuration "
                                               "(ansible-playbook --extra-vars)\n" + yaml.safe_dump(chosen))
         return path
+
+
+def counted_trials(folder: RunFolder) -> list[RunFolder]:
+    """A run folder's trials but those its run did not count: a trial in which one machine gave no figure was
+    replaced, and the other machine's figure in it goes too, so that both configurations of a pair rest on the
+    same trials (and a configuration is not read before its partner is measured)."""
+    run = folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None
+    dropped = {str(t.get("number")) for t in (run or {}).get("trials") or [] if t.get("counted") is False}
+    return [trial for trial in folder.trials() if trial.root.name not in dropped]
 
 
 def _machine(trial: RunFolder, machine: str) -> dict:
@@ -211,7 +220,7 @@ def costs(sources: list[Source]) -> dict:
     request."""
     peaks, per_request, trials = [], [], 0
     for source in sources:
-        for trial in source.folder.trials():
+        for trial in counted_trials(source.folder):
             trials += 1
             measured = _machine(trial, source.machine)
             peak = (measured.get("memory") or {}).get("peak_bytes")

@@ -133,6 +133,9 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
                 carrying[machine] = (key(config), knobs_file)
             return carrying[machine][1]
 
+        # two at once where the machines share CPUs only because the plan says so (run.json says it was asked for)
+        asked = None if experiment.placed_on(backend).dedicated else AT_ONCE
+
         def loaded(folder: RunFolder, on: dict[str, frozenset[str]], trials: int) -> None:
             runfolder.check_free_space(load.run_folder_bytes(plan.profile) * trials, ablation.root.parent)
             knobs_files = {machine: given(machine, config) for machine, config in on.items()}
@@ -144,7 +147,7 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
                                         "configurations": {m: sorted(c) for m, c in on.items()}, "thresholds": {},
                                         "tuned_knobs": knobs_files.get(TUNED), "knobs_files": knobs_files},
                                        machines=machines, unusable=unusable(plan.measure, machines), extra=trials,
-                                       schedule=AT_ONCE if len(machines) > 1 else None)
+                                       schedule=asked if len(machines) > 1 else None)
             if ended["how"] == "interrupted":
                 raise KeyboardInterrupt
             if ended["how"] != "completed":

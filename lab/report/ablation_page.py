@@ -55,12 +55,19 @@ def waterfall(result: dict) -> Chart:
     return chart
 
 
+def _shared(dedicated: dict[Path, bool | None], record: dict) -> bool:
+    """Whether some measurement ran where the machines shared CPUs: as each run folder was placed (a resumed
+    ablation may have been elsewhere), else as the ablation was when it started."""
+    known = [value for value in dedicated.values() if value is not None]
+    return False in known if known else not (record.get("placement") or {}).get("dedicated")
+
+
 def render(ablation: Ablation) -> Path:
     """Writes the ablation's report/index.html from its ablation.json."""
     record = ablation.record()
     result = record.get("analysis") or {}
     folder = RunFolder(ablation.root)
-    configs, uncounted = [], {}
+    configs, uncounted, dedicated = [], {}, {}
     for name, figures in (result.get("configurations") or {}).items():
         config = config_of(name)
         sources = ablation.sources(config)
@@ -69,6 +76,7 @@ def render(ablation: Ablation) -> Path:
         for source in sources:      # a pair's half holds two configurations' trials: counted once
             run = source.folder.read_json(source.folder.run_json, [], "run") or {}
             uncounted[source.folder.root] = run.get("uncounted_trials") or 0
+            dedicated[source.folder.root] = (run.get("placement") or {}).get("dedicated")
         reports = [(key(config) if len(sources) == 1 and source.machine == "tuned" else
                     f"{source.folder.root.name} ({source.machine})", folder.relative(source.folder.report_html))
                    for source in sources if source.folder.report_html.is_file()]
@@ -83,6 +91,8 @@ def render(ablation: Ablation) -> Path:
     page = environment().get_template(TEMPLATE).render(record=record, result=result, configs=configs, invalid=invalid,
                                                        uncounted=sum(uncounted.values()), charts=[waterfall(result)], now=time.time(),
                                                        at_once=(record.get("plan") or {}).get("schedule") == "parallel",
+                                                       # as each measurement was placed (a resume may be elsewhere)
+                                                       shared=_shared(dedicated, record),
                                                        ablation_id=ablation.root.name)
     folder.write_text(folder.report_html, page)
     return folder.report_html
