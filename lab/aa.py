@@ -23,21 +23,11 @@ RESTORE = "./start.sh up --only tuned"
 
 @contextmanager
 def tuned_as_default(backend: Backend, host: HostLab) -> Iterator[dict]:
-    """The tuned machine with the default one's knobs inside the block; yields what run.json records."""
-    with tuned_with(backend, host, AS_DEFAULT, "the default machine's knobs"):
-        yield {"mode": "aa", "tuned_knobs": str(AS_DEFAULT.relative_to(REPO))}
-
-
-@contextmanager
-def tuned_with(backend: Backend, host: HostLab, knobs_file: Path | None,
-               what: str = "") -> Iterator[Callable[[Path, str], None]]:
-    """The tuned machine provisioned with knobs_file as extra vars inside the block (None: as it is, until
-    told), and back with its own knobs however the block ends once it was given others. Yields a function
-    that gives it other extra vars meanwhile."""
+    """The tuned machine with the default one's knobs inside the block, its own back however the block ends;
+    yields what run.json records."""
     with machines_with(backend, host) as give:
-        if knobs_file is not None:
-            give("tuned", knobs_file, what)
-        yield lambda extra_vars, label: give("tuned", extra_vars, label)
+        give("tuned", AS_DEFAULT, "the default machine's knobs")
+        yield {"mode": "aa", "tuned_knobs": str(AS_DEFAULT.relative_to(REPO))}
 
 
 @contextmanager

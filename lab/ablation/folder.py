@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -44,6 +45,11 @@ MEASURES = {m.name: m for m in (THROUGHPUT, CAPACITY)}
 
 def key(config: frozenset[str]) -> str:
     return "+".join(sorted(config)) or "default"
+
+
+def config_from_key(name: str) -> frozenset[str]:
+    """The configuration key() named."""
+    return frozenset() if name == "default" else frozenset(name.split("+"))
 
 
 def pair_key(on_default: frozenset[str], on_tuned: frozenset[str]) -> str:
@@ -195,8 +201,9 @@ def _capacity(trial: RunFolder, machine: str) -> tuple[float | None, str | None]
     """A machine's capacity in a trial. One that missed the SLO from its first step has 0: the configuration
     could not meet it at the lowest rate. A capacity that is only a lower bound (the load generator fell behind, or
     the SLO was met up to the highest step) is no figure."""
-    found = _machine(trial, machine).get("capacity") or {}
-    if not ((_machine(trial, machine).get("load") or {}).get("all") or {}).get("samples"):
+    measured = _machine(trial, machine)
+    found = measured.get("capacity") or {}
+    if not ((measured.get("load") or {}).get("all") or {}).get("samples"):
         return None, f"the {machine} machine was sent no request"
     if found.get("generator_bound_rps") is not None:
         return None, (f"the load generator fell behind at {found['generator_bound_rps']} req/s, before the {machine} "
@@ -208,7 +215,7 @@ def _capacity(trial: RunFolder, machine: str) -> tuple[float | None, str | None]
     return float(found.get("capacity_rps") or 0), None
 
 
-def unusable(measure: Measure, machines: tuple[str, ...]):
+def unusable(measure: Measure, machines: tuple[str, ...]) -> Callable[[RunFolder], str | None]:
     """Why a trial gives no figure on one of the machines loaded (None: it counts)."""
     def why(trial: RunFolder) -> str | None:
         return next((reason for machine in machines if (reason := figure(trial, measure, machine)[1])), None)

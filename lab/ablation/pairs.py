@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lab.ablation.folder import Ablation, key, unusable
+from lab.ablation.folder import Ablation, config_from_key, counted_trials, key
 from lab.ablation.groups import Group
 from lab.analysis.ablation import Config, wanted
-from lab.machines import MACHINES
 from lab.runfolder import RunFolder
 
-# give(machine, config): that machine provisioned with the configuration's knobs
-Give = Callable[[str, Config], object]
-# load(folder, the configuration on each machine, trials): the machines loaded at once into folder
+# load(folder, the configuration on each machine, trials): each machine given its configuration, then both loaded at
+# once into folder
 Load = Callable[[RunFolder, dict[str, Config], int], None]
 
 
@@ -50,19 +48,17 @@ def orientations(pair: tuple[Config, Config], repeat: int) -> list[tuple[dict[st
 class Pairs:
     """Measures the configurations the analysis asks for, two at a time, into the ablation's pairs/."""
 
-    def __init__(self, ablation: Ablation, groups: dict[str, Group], repeat: int, give: Give, load: Load):
-        self.ablation, self.groups, self.repeat = ablation, groups, repeat
-        self.give, self.load = give, load
+    def __init__(self, ablation: Ablation, groups: dict[str, Group], repeat: int, load: Load):
+        self.ablation, self.groups, self.repeat, self.load = ablation, groups, repeat, load
         self.attempted: set[tuple[Config, Config]] = set()    # the pairs this run measured (or began to)
 
     def recorded(self) -> list[tuple[Config, Config]]:
-        return [(_config(a), _config(b)) for a, b in self.ablation.record().get("pairs") or []]
+        return [(config_from_key(a), config_from_key(b)) for a, b in self.ablation.record().get("pairs") or []]
 
     def _half_done(self, on: dict[str, Config], trials: int) -> bool:
-        """A half measured to its end, with a figure on both machines in as many trials as it planned."""
+        """A half measured to its end, with as many trials counted (a figure on both machines) as it planned."""
         folder = self.ablation.pair_folder(on["default"], on["tuned"])
-        why = unusable(self.ablation.measure, MACHINES)
-        return self.ablation.finished(folder) and sum(why(t) is None for t in folder.trials()) >= trials
+        return self.ablation.finished(folder) and len(counted_trials(folder)) >= trials
 
     def _pair_done(self, pair: tuple[Config, Config]) -> bool:
         return all(self._half_done(on, trials) for on, trials in orientations(pair, self.repeat))
@@ -103,10 +99,4 @@ class Pairs:
                 continue
             folder = self.ablation.pair_folder(on["default"], on["tuned"])
             self.ablation.set_aside(folder)
-            for machine in MACHINES:
-                self.give(machine, on[machine])
             self.load(folder, on, trials)
-
-
-def _config(name: str) -> Config:
-    return frozenset() if name == "default" else frozenset(name.split("+"))

@@ -16,7 +16,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from lab import aa, experiment, interrupts, load, runfolder
 from lab.ablation import groups as knob_groups
@@ -127,10 +126,10 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
         def given(machine: str, config: frozenset[str]) -> str | None:
             """The knobs file a machine carries a configuration with (not provisioned again if it carries it)."""
             if (carrying.get(machine) or ("", None))[0] != key(config):
-                knobs_file = str(ablation.write_knobs(config, every, machine))
+                knobs_file = ablation.write_knobs(config, every, machine)
                 carrying.pop(machine, None)     # until its provisioning succeeds, what it carries is unknown
-                give(machine, Path(knobs_file), f"configuration {key(config)}")
-                carrying[machine] = (key(config), knobs_file)
+                give(machine, knobs_file, f"configuration {key(config)}")
+                carrying[machine] = (key(config), str(knobs_file))
             return carrying[machine][1]
 
         # two at once where the machines share CPUs only because the plan says so (run.json says it was asked for)
@@ -155,7 +154,7 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
                                  + (f": {ended['error']}" if ended.get("error") else ""))
 
         if plan.at_once:
-            pairs = Pairs(ablation, groups, plan.repeat, given, loaded)
+            pairs = Pairs(ablation, groups, plan.repeat, loaded)
             result = _analyse(ablation, groups, pairs.figures, plan, pairs.prefetch)
         else:
             def measure(config: frozenset[str]) -> list[float]:
@@ -178,8 +177,8 @@ def reanalyse(ablation: Ablation, plan: Plan, every: dict[str, Group]) -> dict:
 
 
 def _analyse(ablation: Ablation, groups: dict[str, Group], measure: Callable[[frozenset[str]], list[float]],
-             plan: Plan, prefetch: analysis.Prefetch | None = None) -> dict:
-    result = analysis.analyze(groups, measure, UNIT, **({"prefetch": prefetch} if prefetch else {}))
+             plan: Plan, prefetch: analysis.Prefetch = analysis.nothing_ahead) -> dict:
+    result = analysis.analyze(groups, measure, UNIT, prefetch=prefetch)
     result["measure"] = {"name": plan.measure.name, "what": plan.measure.what, "short": plan.measure.short}
     result["costs"] = {name: costs(ablation.sources(analysis.config_of(name))) for name in result["configurations"]}
     return result

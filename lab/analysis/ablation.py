@@ -28,7 +28,7 @@ Measure = Callable[[Config], list[float]]
 Prefetch = Callable[[list[Config]], None]
 
 
-def _nothing_ahead(_configs: list[Config]) -> None:
+def nothing_ahead(_configs: list[Config]) -> None:
     """One configuration at a time: nothing to measure ahead."""
 
 
@@ -45,7 +45,7 @@ def dependents(groups: dict[str, Group], name: str) -> set[str]:
     return found
 
 
-def forward_path(groups: dict[str, Group], measure: Measure, prefetch: Prefetch = _nothing_ahead) -> list[dict]:
+def forward_path(groups: dict[str, Group], measure: Measure, prefetch: Prefetch = nothing_ahead) -> list[dict]:
     """The greedy path from no group to every group: each step's group, its configuration's mean and what
     the other candidates of that step measured (prefetch is told each step's candidates first)."""
     applied: Config = frozenset()
@@ -76,7 +76,7 @@ def wanted(groups: dict[str, Group]) -> list[Config]:
 
 
 def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: int = RESAMPLES,
-            prefetch: Prefetch = _nothing_ahead) -> dict:
+            prefetch: Prefetch = nothing_ahead) -> dict:
     """The path, each group's share of the gain and its leave-one-out loss, with 95% intervals, and a
     sentence. measure(config) -> the figure of each trial of that configuration (measured once each), in unit.
     prefetch(configs): told which configurations are read next, before they are."""

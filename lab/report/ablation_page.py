@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from lab.ablation.folder import Ablation, key
+from lab.ablation.run import AT_ONCE
 from lab.analysis.ablation import config_of
 from lab.report.page import environment
 from lab.report.plotting import Chart, figure, finish, style
@@ -90,7 +91,7 @@ def render(ablation: Ablation) -> Path:
     invalid = [c["name"] for c in configs if c["valid"] is False]
     page = environment().get_template(TEMPLATE).render(record=record, result=result, configs=configs, invalid=invalid,
                                                        uncounted=sum(uncounted.values()), charts=[waterfall(result)], now=time.time(),
-                                                       at_once=(record.get("plan") or {}).get("schedule") == "parallel",
+                                                       at_once=(record.get("plan") or {}).get("schedule") == AT_ONCE,
                                                        # as each measurement was placed (a resume may be elsewhere)
                                                        shared=_shared(dedicated, record),
                                                        ablation_id=ablation.root.name)
