@@ -2,10 +2,15 @@
 PYTHON  := .venv/bin/python
 TCNATIVE := app/target/tcnative/lib/libtcnative-1.so
 JAR     := app/target/camel-tuning-lab-service.jar
+# Each pytest run's JUnit XML, where tools/tiers.py reads the slowest tests from.
+JUNIT   := .cache/ci/junit
 
-.PHONY: test check lint test-fast deps test-mock test-app test-integration test-vagrant bench-mock clean
+.PHONY: test check lint test-fast deps vm-deps test-mock test-app test-integration test-vagrant bench-mock clean
 
-test: deps lint test-mock test-app test-integration test-vagrant
+# Tier by tier (tools/tiers.py names them and their budgets): install and build, fast tests, integration, the VM
+# test; the log ends with the slowest tests and each tier's time against its budget.
+test:
+	python3 tools/tiers.py
 
 # The edit-test loop: lint and the tests that need no lab, no jar and no VM (well under two minutes).
 check:
@@ -15,31 +20,34 @@ check:
 lint:
 	$(PYTHON) -m ruff check lab tests mock-service tools
 
+# On every CPU (pytest-xdist), a test file to a worker: the fast tests share no lab, port or file across files.
 test-fast:
-	$(PYTHON) -m pytest -m fast -q
+	$(PYTHON) -m pytest -m fast -q -n auto --dist loadfile --junitxml=$(JUNIT)/fast.xml
 
 deps:
 	tools/install-deps --with-tests --with-vagrant
+
+vm-deps:
+	tools/install-deps --with-tests --with-vm-test
 
 # The Tomcat Native library the service's Tomcat requires, built from that Tomcat's own source.
 $(TCNATIVE): app/pom.xml app/native/build-tcnative
 	app/native/build-tcnative
 
 test-mock: deps
-	$(PYTHON) -m pytest mock-service/tests
+	$(PYTHON) -m pytest mock-service/tests -q --junitxml=$(JUNIT)/mock.xml
 
 # Unit and Spring integration tests (APR loaded for real), then the jar.
 test-app: deps $(TCNATIVE)
 	./mvnw -B -ntp -f app/pom.xml package
 
-# The jar as a process, behind a real HTTPD, with the real mock backend.
+# The tests not marked fast: the jar as a process behind a real HTTPD, the lab end to end (make test-fast: the rest).
 test-integration: deps $(TCNATIVE)
 	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
-	$(PYTHON) -m pytest tests --durations=20
+	$(PYTHON) -m pytest tests -m "not fast" --junitxml=$(JUNIT)/integration.xml
 
 # Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~40 min).
-test-vagrant: deps
-	tools/install-deps --with-tests --with-vm-test
+test-vagrant: vm-deps
 	tests/vagrant/run
 
 bench-mock: deps

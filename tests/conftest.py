@@ -20,6 +20,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from hermetic import hidden_path, programs_only_make_test_installs
+
 REPO = Path(__file__).resolve().parent.parent
 JAR = REPO / "app" / "target" / "camel-tuning-lab-service.jar"
 TCNATIVE_LIB = REPO / "app" / "target" / "tcnative" / "lib"
@@ -34,6 +36,19 @@ def host(tmp_path: Path):
     from lab.hostlab import HostLab
     return HostLab(owner_file=tmp_path / "state" / "owner.json", busy_file=tmp_path / "busy.lock",
                    checkout=REPO, legacy_file=tmp_path / "legacy.json")
+
+
+@pytest.fixture(scope="session")
+def fast_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """PATH without the programs only `make test` installs (Vagrant, libvirt, qemu...): what `make check` has."""
+    return hidden_path(os.environ.get("PATH", os.defpath), programs_only_make_test_installs(), tmp_path_factory.mktemp("fast-path"))
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_see_only_what_make_check_installs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    # A fast test that needs a program `make check` does not install fails here as it would on a fresh machine.
+    if request.node.get_closest_marker("fast"):
+        monkeypatch.setenv("PATH", request.getfixturevalue("fast_path"))
 
 
 def free_port() -> int:

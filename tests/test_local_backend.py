@@ -99,6 +99,7 @@ def make_machine(tmp_path: Path) -> Iterator[Callable[..., Machine]]:
 
 # ------------------------------------------------------------------------------------ real machines
 
+@pytest.mark.lab
 def test_host_reaches_a_program_run_unprivileged_inside_the_machine(make_machine) -> None:
     m = make_machine()
     local.up(m)
@@ -128,6 +129,7 @@ def test_host_reaches_a_program_run_unprivileged_inside_the_machine(make_machine
     assert local.status(m)["programs"] == {"web": "RUNNING"}
 
 
+@pytest.mark.lab
 def test_unprivileged_user_binds_port_80_inside_only(make_machine) -> None:
     host_value = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text()
     m = make_machine()
@@ -140,6 +142,7 @@ def test_unprivileged_user_binds_port_80_inside_only(make_machine) -> None:
     assert Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text() == host_value  # per netns
 
 
+@pytest.mark.lab
 def test_memory_limit_is_enforced_and_reported(make_machine) -> None:
     m = make_machine("t2", 202, memory_mb=64)
     local.up(m)
@@ -198,6 +201,7 @@ def _allowed_cpus(m: Machine) -> str:
     return next(line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
 
 
+@pytest.mark.lab
 def test_machines_pinned_to_cpus_of_their_own_run_there_only(make_machine) -> None:
     # This 2-CPU host is too small for the placement to pin the lab's machines; the mechanism works here all
     # the same: one machine on CPU 0, the other on CPU 1, each process started inside confined to its CPU.
@@ -212,12 +216,14 @@ def test_machines_pinned_to_cpus_of_their_own_run_there_only(make_machine) -> No
     assert local.status(unpinned)["cgroup"]["cpus"] is None
 
 
+@pytest.mark.lab
 def test_a_cpu_the_host_does_not_have_is_refused(make_machine) -> None:
     m = make_machine("t1", 201, cpuset=(4096,))
     with pytest.raises(LocalBackendError, match="is to run on CPUs 4096, but"):
         local.up(m)
 
 
+@pytest.mark.lab
 def test_jvm_inside_sees_the_machine_limits(make_machine) -> None:
     m = make_machine("t2", 202, memory_mb=64)
     local.up(m)
@@ -235,6 +241,7 @@ def test_jvm_inside_sees_the_machine_limits(make_machine) -> None:
     assert re.search(r"Memory Limit: 64\.00M", log), log
 
 
+@pytest.mark.lab
 def test_up_is_idempotent_and_machines_do_not_collide(make_machine) -> None:
     t1, t2 = make_machine("t1", 201), make_machine("t2", 202)
     local.up(t1)
@@ -260,6 +267,7 @@ def test_up_is_idempotent_and_machines_do_not_collide(make_machine) -> None:
     assert not local.status(t1)["netns"]
 
 
+@pytest.mark.lab
 def test_down_removes_everything_and_is_idempotent(make_machine) -> None:
     m = make_machine()
     local.up(m)
@@ -296,6 +304,7 @@ def test_down_removes_everything_and_is_idempotent(make_machine) -> None:
     local.down(m)  # again: nothing to do, no error
 
 
+@pytest.mark.lab
 def test_address_already_used_by_another_interface(make_machine) -> None:
     m = make_machine("t3", 203)
     subprocess.run(["ip", "link", "add", "ctlt-x0", "type", "veth", "peer", "name", "ctlt-x1"], check=True)

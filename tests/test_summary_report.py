@@ -379,6 +379,8 @@ def test_gc_regex_agrees_with_gcviewer(real_run: Path, real_summary: dict) -> No
                               use_gcviewer=False)
         assert regex["parser"] == "unified-log regex"
         viewer = real_summary["machines"][machine]["gc"]
+        # Else the summary fell back to the same regex, and this would compare the regex with itself.
+        assert viewer["parser"] == gclog.GCVIEWER_NAME, viewer["problems"]
         assert regex["pause_count"] == viewer["pause_count"]
         assert regex["pause_total_s"] == pytest.approx(viewer["pause_total_s"], abs=1e-3)
 

@@ -121,7 +121,11 @@ def test_vagrant_status_lines_become_states():
 
 
 @pytest.mark.fast
-def test_one_vagrant_status_answers_for_both_vms(monkeypatch):
+def test_one_vagrant_status_answers_for_both_vms(monkeypatch, tmp_path):
+    # The backend insists on a vagrant on PATH; its commands are stood in for below, so this one never runs.
+    (tmp_path / "vagrant").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "vagrant").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     calls = []
     def fake_vagrant(*args, **kwargs):
         calls.append(args)

@@ -1,0 +1,62 @@
+"""tools/tiers.py: `make test` tier by tier, and the report that ends the CI log."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    spec = importlib.util.spec_from_file_location("tiers", REPO / "tools" / "tiers.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "tiers", module)     # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "OUT", tmp_path / "ci")
+    monkeypatch.setattr(module, "JUNIT", tmp_path / "ci" / "junit")
+    monkeypatch.setattr(module, "SUREFIRE", tmp_path / "surefire")
+    monkeypatch.setattr(module, "VM_LOG", tmp_path / "vm" / "run.log")
+    return module
+
+
+def test_the_tiers_run_in_order_stop_at_the_first_failure_and_still_report(tiers, tmp_path, capsys):
+    ran = tmp_path / "ran"
+    plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)),
+            tiers.Tier("fast", 1, (f"echo fast >> {ran}; sleep 1.2; exit 3",)),
+            tiers.Tier("vm", 100, (f"echo vm >> {ran}",)))
+    assert tiers.run(plan, make=("sh", "-c")) == 3
+    assert ran.read_text().split() == ["build", "fast"]
+    recorded = json.loads((tmp_path / "ci" / "tiers.json").read_text())
+    assert [(t["name"], t["status"]) for t in recorded] == [("build", 0), ("fast", 3), ("vm", None)]
+    out = capsys.readouterr().out
+    assert "  build " in out and "of   100 s" in out
+    assert "  fast " in out and "OVER by" in out and "FAILED" in out
+    assert "  vm                 not run" in out
+
+
+def test_the_report_lists_the_slowest_tests_from_every_junit_file_and_the_vm_tests_steps(tiers, tmp_path, capsys):
+    junit = tmp_path / "ci" / "junit"
+    junit.mkdir(parents=True)
+    cases = "".join(f'<testcase classname="tests.test_x" name="t{n}" time="{n}.5"/>' for n in range(30))
+    (junit / "integration.xml").write_text(f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>')
+    (tmp_path / "surefire").mkdir()
+    (tmp_path / "surefire" / "TEST-RouteTest.xml").write_text(
+        '<testsuite name="RouteTest"><testcase classname="RouteTest" name="slowest" time="99.0"/></testsuite>')
+    (junit / "broken.xml").write_text("<testsuite")          # cut short: skipped, not fatal
+    (tmp_path / "vm").mkdir()
+    (tmp_path / "vm" / "run.log").write_text("run: [0s] build or reuse the box\nnoise\nrun: [12s] vagrant up\n"
+                                             "run: [912s] all checks passed\n")
+    tiers.report()
+    out = capsys.readouterr().out.splitlines()
+    slowest = [line for line in out if line.startswith("  ") and " s  " in line and "::" in line]
+    assert len(slowest) == 25
+    assert slowest[0].split() == ["99.0", "s", "RouteTest::slowest"]
+    assert slowest[1].split() == ["29.5", "s", "tests.test_x::t29"] and slowest[-1].split()[2] == "tests.test_x::t6"
+    assert "      12 s  build or reuse the box" in out and "     900 s  vagrant up" in out

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""`make test` tier by tier: each tier's time against its budget, then the slowest tests, at the end of the log.
+
+    python3 tools/tiers.py            every tier in order, stopping at the first that fails; the report either way
+    python3 tools/tiers.py --report   the report of the last run (.cache/ci/)
+
+A tier is a list of make targets. Its budget is what it may take on this project's 2-core machine from a clean
+clone, so that the whole test command fits CI_BUDGET_S; a tier over its budget is reported, not failed (CI's own
+limit is the hard one). The slowest tests are read from the JUnit XML files the test runners write into
+.cache/ci/junit/ (pytest's --junitxml, Maven Surefire's reports); the VM test's steps from its own log.
+Standard library only: it runs before the project's venv exists.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / ".cache" / "ci"
+JUNIT = OUT / "junit"
+SUREFIRE = REPO / "app" / "target" / "surefire-reports"
+VM_LOG = REPO / ".cache" / "vagrant" / "logs" / "run.log"
+CI_BUDGET_S = 45 * 60
+SLOWEST = 25
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    budget_s: int
+    targets: tuple[str, ...]
+
+
+TIERS = (
+    Tier("install and build", 300, ("deps", "vm-deps", "build")),
+    Tier("fast tests", 150, ("lint", "test-mock", "test-fast")),
+    Tier("integration", 1500, ("test-integration",)),
+    Tier("VM test", 750, ("test-vagrant",)),
+)
+
+
+@dataclass
+class Timing:
+    name: str
+    budget_s: int
+    seconds: float | None    # None: not run (an earlier tier failed)
+    status: int | None
+
+
+def run(tiers: tuple[Tier, ...] = TIERS, make: tuple[str, ...] = ("make", "--no-print-directory")) -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for stale in [*JUNIT.glob("*.xml"), VM_LOG]:     # what an earlier run left: not this run's
+        stale.unlink(missing_ok=True)
+    timings: list[Timing] = []
+    failed = 0
+    for tier in tiers:
+        if failed:
+            timings.append(Timing(tier.name, tier.budget_s, None, None))
+        else:
+            print(f"tiers: {tier.name} (make {' '.join(tier.targets)}; budget {tier.budget_s} s)", flush=True)
+            start = time.monotonic()
+            failed = subprocess.run([*make, *tier.targets], cwd=REPO).returncode
+            timings.append(Timing(tier.name, tier.budget_s, time.monotonic() - start, failed))
+            print(f"tiers: {tier.name}: {timings[-1].seconds:.0f} s, exit {failed}", flush=True)
+        # after every tier: a run killed halfway (CI's limit) still leaves what it measured
+        (OUT / "tiers.json").write_text(json.dumps([asdict(t) for t in timings], indent=1))
+    report()
+    return failed
+
+
+def slowest_tests() -> list[tuple[float, str]]:
+    cases: list[tuple[float, str]] = []
+    for path in [*sorted(JUNIT.glob("*.xml")), *sorted(SUREFIRE.glob("TEST-*.xml"))]:
+        try:
+            root = ET.parse(path).getroot()
+        except (ET.ParseError, OSError):
+            continue
+        for case in root.iter("testcase"):
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            cases.append((float(case.get("time") or 0), name))
+    return sorted(cases, reverse=True)[:SLOWEST]
+
+
+def vm_steps() -> list[str]:
+    """The VM test's steps with the seconds each took (its log stamps each step with seconds since it began)."""
+    if not VM_LOG.is_file():
+        return []
+    steps = [(int(m[1]), m[2]) for m in re.finditer(r"^run: \[(\d+)s\] (.*)$", VM_LOG.read_text(), re.M)]
+    return [f"{later[0] - at:6d} s  {what[:110]}" for (at, what), later in zip(steps, steps[1:])]
+
+
+def report() -> None:
+    timings = [Timing(**t) for t in json.loads((OUT / "tiers.json").read_text())] if (OUT / "tiers.json").is_file() else []
+    print(f"\ntiers: the {SLOWEST} slowest tests (setup and teardown included)")
+    for seconds, name in slowest_tests():
+        print(f"  {seconds:8.1f} s  {name}")
+    if steps := vm_steps():
+        print("tiers: the VM test's steps")
+        print("\n".join(f"  {line}" for line in steps))
+    print("tiers: each tier's time against its budget")
+    total = 0.0
+    for t in timings:
+        if t.seconds is None:
+            print(f"  {t.name:<18} not run")
+            continue
+        total += t.seconds
+        over = "" if t.seconds <= t.budget_s else f"  OVER by {t.seconds - t.budget_s:.0f} s"
+        print(f"  {t.name:<18} {t.seconds:7.0f} s of {t.budget_s:5d} s{over}{'' if t.status == 0 else '  FAILED'}")
+    over = "" if total <= CI_BUDGET_S else f"  OVER by {total - CI_BUDGET_S:.0f} s"
+    print(f"  {'all tiers':<18} {total:7.0f} s of {CI_BUDGET_S:5d} s{over}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--report"]:
+        report()
+        sys.exit(0)
+    if sys.argv[1:]:
+        sys.exit(f"tiers: unknown argument {' '.join(sys.argv[1:])!r} (use no argument, or --report)")
+    os.chdir(REPO)
+    sys.exit(run())
