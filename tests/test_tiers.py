@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,3 +61,11 @@ def test_the_report_lists_the_slowest_tests_from_every_junit_file_and_the_vm_tes
     assert slowest[0].split() == ["99.0", "s", "RouteTest::slowest"]
     assert slowest[1].split() == ["29.5", "s", "tests.test_x::t29"] and slowest[-1].split()[2] == "tests.test_x::t6"
     assert "      12 s  build or reuse the box" in out and "     900 s  vagrant up" in out
+
+
+def test_every_tiers_targets_are_the_makefiles(tiers):
+    # make -n names a target the Makefile lacks ("No rule to make target") without running any recipe.
+    for tier in tiers.TIERS:
+        dry = subprocess.run(["make", "-n", "--no-print-directory", *tier.targets], cwd=REPO, capture_output=True,
+                             text=True, timeout=60)
+        assert dry.returncode == 0, (tier.name, dry.stderr)

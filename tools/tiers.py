@@ -39,7 +39,7 @@ class Tier:
 
 
 TIERS = (
-    Tier("install and build", 300, ("deps", "vm-deps", "build")),
+    Tier("install and build", 300, ("deps", "vm-deps", "test-app")),
     Tier("fast tests", 150, ("lint", "test-mock", "test-fast")),
     Tier("integration", 1500, ("test-integration",)),
     Tier("VM test", 750, ("test-vagrant",)),
