@@ -41,7 +41,8 @@ def host(tmp_path: Path):
 @pytest.fixture(scope="session")
 def fast_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """PATH without the programs only `make test` installs (Vagrant, libvirt, qemu...): what `make check` has."""
-    return hidden_path(os.environ.get("PATH", os.defpath), programs_only_make_test_installs(), tmp_path_factory.mktemp("fast-path"))
+    return hidden_path(os.environ.get("PATH", os.defpath), programs_only_make_test_installs(),
+                       tmp_path_factory.mktemp("fast-path"))
 
 
 @pytest.fixture(autouse=True)

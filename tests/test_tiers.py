@@ -24,6 +24,7 @@ def tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(module, "JUNIT", tmp_path / "ci" / "junit")
     monkeypatch.setattr(module, "SUREFIRE", tmp_path / "surefire")
     monkeypatch.setattr(module, "VM_LOG", tmp_path / "vm" / "run.log")
+    monkeypatch.setattr(module, "HOST_RECORD", tmp_path / "host" / "tiers-last.json")
     return module
 
 
@@ -39,7 +40,8 @@ def test_the_tiers_run_in_order_stop_at_the_first_failure_and_still_report(tiers
     out = capsys.readouterr().out
     assert "  build " in out and "of   100 s" in out
     assert "  fast " in out and "OVER by" in out and "FAILED" in out
-    assert "  vm                 not run" in out
+    assert "  vm                 NOT RUN: an earlier tier failed" in out
+    assert json.loads((tmp_path / "host" / "tiers-last.json").read_text()).keys() == {"build"}    # passed tiers only
 
 
 def test_the_report_lists_the_slowest_tests_from_every_junit_file_and_the_vm_tests_steps(tiers, tmp_path, capsys):
@@ -69,3 +71,18 @@ def test_every_tiers_targets_are_the_makefiles(tiers):
         dry = subprocess.run(["make", "-n", "--no-print-directory", *tier.targets], cwd=REPO, capture_output=True,
                              text=True, timeout=60)
         assert dry.returncode == 0, (tier.name, dry.stderr)
+
+
+def test_under_cis_limit_a_tier_that_took_longer_here_than_is_left_is_not_started_and_said_so(tiers, tmp_path, capsys):
+    ran = tmp_path / "ran"
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "tiers-last.json").write_text(json.dumps({"build": 1, "vm": 5000}))
+    plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)), tiers.Tier("vm", 100, (f"echo vm >> {ran}",)))
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=4000) == 0
+    assert ran.read_text().split() == ["build"]
+    out = capsys.readouterr().out
+    assert "tiers: vm: NOT RUN: it took 5000 s on this host last time, and 4000 s were left" in out
+    assert out.rstrip().splitlines()[-2].startswith("  vm                 NOT RUN: it took 5000 s")
+    # without a deadline (not CI) or with room for it, it runs
+    assert tiers.run(plan, make=("sh", "-c")) == 0 and ran.read_text().split() == ["build", "build", "vm"]
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=6000) == 0 and ran.read_text().split()[-1] == "vm"

@@ -6,7 +6,9 @@
 
 A tier is a list of make targets. Its budget is what it may take on this project's 2-core machine from a clean
 clone, so that the whole test command fits CI_BUDGET_S; a tier over its budget is reported, not failed (CI's own
-limit is the hard one). The slowest tests are read from the JUnit XML files the test runners write into
+limit is the hard one). Under CI (CI set), a tier that took longer on this host last time (HOST_RECORD) than is
+left of CI's limit is not started: CI would be killed in it, and every tier before it lost. The log then says,
+in its last lines, which tier did not run and why; `make TARGETS` runs it alone. The slowest tests are read from the JUnit XML files the test runners write into
 .cache/ci/junit/ (pytest's --junitxml, Maven Surefire's reports); the VM test's steps from its own log.
 Standard library only: it runs before the project's venv exists.
 """
@@ -28,6 +30,11 @@ JUNIT = OUT / "junit"
 SUREFIRE = REPO / "app" / "target" / "surefire-reports"
 VM_LOG = REPO / ".cache" / "vagrant" / "logs" / "run.log"
 CI_BUDGET_S = 45 * 60
+# CI's own hard limit, less room for the report and the clone's cleanup.
+CI_LIMIT_S = 90 * 60
+CI_MARGIN_S = 180
+# Each tier's last passing time on this host, kept outside the checkout (CI's clones are new every time).
+HOST_RECORD = Path("/var/cache/camel-tuning-lab/tiers-last.json")
 SLOWEST = 25
 
 
@@ -50,25 +57,53 @@ TIERS = (
 class Timing:
     name: str
     budget_s: int
-    seconds: float | None    # None: not run (an earlier tier failed)
+    seconds: float | None    # None: not run
     status: int | None
+    not_run: str | None = None   # why it was not run
 
 
-def run(tiers: tuple[Tier, ...] = TIERS, make: tuple[str, ...] = ("make", "--no-print-directory")) -> int:
+def last_times() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(HOST_RECORD.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def remember(name: str, seconds: float) -> None:
+    try:
+        HOST_RECORD.parent.mkdir(parents=True, exist_ok=True)
+        HOST_RECORD.write_text(json.dumps({**last_times(), name: round(seconds)}, indent=1))
+    except OSError:
+        pass    # not root: nothing is remembered, and every tier runs
+
+
+def run(tiers: tuple[Tier, ...] = TIERS, make: tuple[str, ...] = ("make", "--no-print-directory"),
+        deadline_s: float | None = None) -> int:
+    """Each tier in order; with a deadline (seconds from now), a tier that would not finish by then is not started."""
+    began = time.monotonic()
+    last = last_times()
     OUT.mkdir(parents=True, exist_ok=True)
     for stale in [*JUNIT.glob("*.xml"), VM_LOG]:     # what an earlier run left: not this run's
         stale.unlink(missing_ok=True)
     timings: list[Timing] = []
     failed = 0
     for tier in tiers:
+        left = None if deadline_s is None else deadline_s - (time.monotonic() - began)
         if failed:
-            timings.append(Timing(tier.name, tier.budget_s, None, None))
+            timings.append(Timing(tier.name, tier.budget_s, None, None, "an earlier tier failed"))
+        elif left is not None and tier.name in last and last[tier.name] > left:
+            why = (f"it took {last[tier.name]:.0f} s on this host last time, and {left:.0f} s were left of CI's "
+                   f"{CI_LIMIT_S} s; run it alone: make {' '.join(tier.targets)}")
+            print(f"tiers: {tier.name}: NOT RUN: {why}", flush=True)
+            timings.append(Timing(tier.name, tier.budget_s, None, None, why))
         else:
             print(f"tiers: {tier.name} (make {' '.join(tier.targets)}; budget {tier.budget_s} s)", flush=True)
             start = time.monotonic()
             failed = subprocess.run([*make, *tier.targets], cwd=REPO).returncode
             timings.append(Timing(tier.name, tier.budget_s, time.monotonic() - start, failed))
             print(f"tiers: {tier.name}: {timings[-1].seconds:.0f} s, exit {failed}", flush=True)
+            if not failed:
+                remember(tier.name, time.monotonic() - start)
         # after every tier: a run killed halfway (CI's limit) still leaves what it measured
         (OUT / "tiers.json").write_text(json.dumps([asdict(t) for t in timings], indent=1))
     report()
@@ -108,7 +143,7 @@ def report() -> None:
     total = 0.0
     for t in timings:
         if t.seconds is None:
-            print(f"  {t.name:<18} not run")
+            print(f"  {t.name:<18} NOT RUN: {t.not_run or 'an earlier tier failed'}")
             continue
         total += t.seconds
         over = "" if t.seconds <= t.budget_s else f"  OVER by {t.seconds - t.budget_s:.0f} s"
@@ -124,4 +159,4 @@ if __name__ == "__main__":
     if sys.argv[1:]:
         sys.exit(f"tiers: unknown argument {' '.join(sys.argv[1:])!r} (use no argument, or --report)")
     os.chdir(REPO)
-    sys.exit(run())
+    sys.exit(run(deadline_s=CI_LIMIT_S - CI_MARGIN_S if os.environ.get("CI") else None))
