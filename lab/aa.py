@@ -1,11 +1,11 @@
 """A/A: both machines with the default machine's knobs, so that repeated trials measure what this host cannot
-tell apart, the noise floor. The tuned machine is provisioned with ansible/host_vars/default.yml as extra vars
-(they win over its own host_vars: it differs from default by nothing but its place), loaded, and provisioned
+tell apart, the noise floor. The tuned machine is provisioned with ansible/host_vars/default.yml as the knobs it is
+given (site.yml loads them over its own host_vars: it differs from default by nothing but its place), loaded, and provisioned
 back with its own knobs however the run ends. While it carries default's knobs the host says so
 (HostLab.aa_file), and an A/B run refuses until `./start.sh up --only tuned` restores it."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,23 +26,28 @@ def tuned_as_default(backend: Backend, host: HostLab) -> Iterator[dict]:
     """The tuned machine with the default one's knobs inside the block, its own back however the block ends;
     yields what run.json records."""
     with machines_with(backend, host) as give:
-        give("tuned", AS_DEFAULT, "the default machine's knobs")
+        give({"tuned": AS_DEFAULT}, "the default machine's knobs")
         yield {"mode": "aa", "tuned_knobs": str(AS_DEFAULT.relative_to(REPO))}
 
 
+Give = Callable[[dict[str, Path], str], None]
+
+
 @contextmanager
-def machines_with(backend: Backend, host: HostLab) -> Iterator[Callable[[str, Path, str], None]]:
-    """Yields give(machine, extra vars, label), which provisions a machine with other knobs (an ablation walks
-    both through configurations); every machine given some gets its own back however the block ends. From the
-    first, the host remembers which machines may carry others' knobs, and how to restore them."""
+def machines_with(backend: Backend, host: HostLab) -> Iterator[Give]:
+    """Yields give({machine: knobs file}, label), which provisions those machines with other knobs in one playbook
+    run (an ablation walks both through configurations); every machine given some gets its own back however the
+    block ends, all in one run. From the first, the host remembers which machines may carry others' knobs, and how
+    to restore them."""
     given: list[str] = []
 
-    def give(machine: str, extra_vars: Path, label: str) -> None:
-        if machine not in given:        # first: a run cut short from here on still says it must be restored
-            given.append(machine)
-            host.aa_begin((machine,))
-        with step(f"Provisioning the {machine} machine with {label}"):
-            _provision(backend, extra_vars, machine, restore_command(host.aa_machines()))
+    def give(files: dict[str, Path], label: str) -> None:
+        first = [machine for machine in files if machine not in given]
+        if first:                       # a run cut short from here on still says they must be restored
+            given.extend(first)
+            host.aa_begin(tuple(first))
+        with step(f"Provisioning the {_named(files)} with {label}"):
+            _provision(backend, files, list(files), restore_command(host.aa_machines()))
 
     try:
         yield give
@@ -62,29 +67,40 @@ def restore_command(machines: list[str]) -> str:
     return RESTORE if machines == ["tuned"] else "./start.sh up"
 
 
+def _named(machines: Iterable[str]) -> str:
+    names = [machine for machine in MACHINES if machine in machines]     # in the lab's order
+    return f"{names[0]} machine" if len(names) == 1 else f"{' and '.join(names)} machines"
+
+
 def _restore(backend: Backend, host: HostLab, machines: list[str]) -> None:
-    """Each machine given others provisioned with its own knobs, even when another's restore fails (the first
-    failure is raised after)."""
-    failed: StepFailed | None = None
-    for machine in MACHINES:        # in the lab's order, whichever was given first
-        if machine in machines:
-            try:
-                with step(f"Provisioning the {machine} machine back with its own knobs"):
-                    _provision(backend, None, machine, restore_command(host.aa_machines()))
-            except StepFailed as error:
-                failed = failed or error
-                continue
-            host.aa_end(machine)
-    if failed:
-        raise failed
+    """The machines given others provisioned with their own knobs in one run; each whose provisioning did not fail
+    is no longer named by the host, even when another's failed (which is raised after)."""
+    with step(f"Provisioning the {_named(machines)} back with their own knobs"):
+        try:
+            _provision(backend, None, machines, restore_command(host.aa_machines()))
+        except PlaybookFailed as error:
+            for machine in error.restored:
+                host.aa_end(machine)
+            raise
+    for machine in machines:
+        host.aa_end(machine)
 
 
-def _provision(backend: Backend, extra_vars: Path | None, machine: str, restore: str) -> None:
-    result = provision.run_playbook(backend.inventory, LOGS, limit=machine, extra_vars=extra_vars)
+class PlaybookFailed(StepFailed):
+    def __init__(self, message: str, restored: list[str]) -> None:
+        super().__init__(message)
+        self.restored = restored        # the machines whose part of the run ended without a failure
+
+
+def _provision(backend: Backend, files: dict[str, Path] | None, machines: list[str], restore: str) -> None:
+    ordered = [machine for machine in MACHINES if machine in machines]
+    result = provision.run_playbook(backend.inventory, LOGS, limit=",".join(ordered), given=files)
     if result.returncode != 0:
-        raise StepFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}. "
-                         f"{restore} gives {'the tuned machine its' if restore == RESTORE else 'the machines their'} "
-                         "own knobs back")
+        # a machine the recap shows without failures got what it was given; any other may be in between
+        whole = [machine for machine in ordered if machine in result.changed and not result.failed.get(machine)]
+        raise PlaybookFailed(f"ansible-playbook failed (exit {result.returncode}); full log: {result.log}. "
+                             f"{restore} gives {'the tuned machine its' if restore == RESTORE else 'the machines their'} "
+                             "own knobs back", whole)
 
 
 def refuse_if_pending(host: HostLab, a_a: bool = False) -> None:

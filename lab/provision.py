@@ -45,18 +45,19 @@ class PlaybookResult:
 
 
 def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
-                 extra_vars: Path | None = None, playbook: Path = PLAYBOOK,
+                 given: dict[str, Path] | None = None, playbook: Path = PLAYBOOK,
                  variables: dict | None = None) -> PlaybookResult:
     """Runs site.yml (or another playbook of ansible/); prints each task as it starts, keeps the full output in
-    a log file. extra_vars: a vars file whose values win over every other (an A/A run gives the tuned machine
-    the default one's knobs); variables: the same, given here."""
+    a log file. limit: the hosts (comma separated); given: a knobs file per machine, which wins over the machine's
+    own knobs (an A/A run gives the tuned machine the default one's, an ablation a configuration to each machine of
+    a pair, in one run); variables: extra vars, which win over every other."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"ansible-{time.strftime('%Y%m%d-%H%M%S')}.log"
     command = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
     if limit:
         command += ["--limit", limit]
-    if extra_vars:
-        command += ["--extra-vars", f"@{extra_vars}"]
+    if given:
+        command += ["--extra-vars", json.dumps({"lab_given_knobs": {m: str(path) for m, path in given.items()}})]
     if variables:
         command += ["--extra-vars", json.dumps(variables)]
     if playbook == PLAYBOOK:            # the machine profile, last: both machines get it, whatever else they get

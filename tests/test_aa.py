@@ -19,12 +19,15 @@ pytestmark = pytest.mark.fast
 
 @pytest.fixture()
 def playbooks(monkeypatch, tmp_path) -> SimpleNamespace:
-    """Each playbook run's limit and extra vars (runs); fail=True makes the next ones fail."""
-    seen = SimpleNamespace(runs=[], fail=False)
+    """Each machine a playbook run provisioned, with the knobs file it was given (runs); how many runs (calls);
+    fail=True makes the next ones fail."""
+    seen = SimpleNamespace(runs=[], calls=0, fail=False)
 
-    def run_playbook(inventory, log_dir, limit=None, extra_vars=None):
-        seen.runs.append((limit, extra_vars))
-        return PlaybookResult(2 if seen.fail else 0, {limit: 1}, {}, tmp_path / "ansible.log")
+    def run_playbook(inventory, log_dir, limit=None, given=None):
+        seen.calls += 1
+        seen.runs.extend((machine, (given or {}).get(machine)) for machine in limit.split(","))
+        return PlaybookResult(2 if seen.fail else 0, {machine: 1 for machine in limit.split(",")},
+                              {machine: 1 for machine in limit.split(",")} if seen.fail else {}, tmp_path / "ansible.log")
     monkeypatch.setattr(provision, "run_playbook", run_playbook)
     return seen
 
@@ -48,9 +51,9 @@ def test_tuned_has_defaults_knobs_inside_and_its_own_after_even_when_interrupted
 def test_ctrl_c_while_tuned_takes_defaults_knobs_still_gives_its_own_back(host, playbooks, monkeypatch):
     real = provision.run_playbook
 
-    def interrupted_first(inventory, log_dir, limit=None, extra_vars=None):
-        real(inventory, log_dir, limit, extra_vars)
-        if extra_vars:
+    def interrupted_first(inventory, log_dir, limit=None, given=None):
+        real(inventory, log_dir, limit, given)
+        if given:
             raise KeyboardInterrupt
         return PlaybookResult(0, {}, {}, log_dir)
     monkeypatch.setattr(provision, "run_playbook", interrupted_first)
@@ -86,18 +89,18 @@ def test_an_ablation_gives_both_machines_other_knobs_and_the_host_names_each_unt
         host, playbooks, tmp_path):
     knobs_a, knobs_b = tmp_path / "a.yml", tmp_path / "b.yml"
     with aa.machines_with(FakeBackend(), host) as give:
-        give("tuned", knobs_a, "configuration a")
+        give({"tuned": knobs_a}, "configuration a")
         assert host.aa_machines() == ["tuned"] and aa.restore_command(host.aa_machines()) == aa.RESTORE
-        give("default", knobs_b, "configuration b")
+        give({"default": knobs_b}, "configuration b")
         assert host.aa_machines() == ["default", "tuned"]
         assert aa.restore_command(host.aa_machines()) == "./start.sh up"
     assert playbooks.runs == [("tuned", knobs_a), ("default", knobs_b), ("default", None), ("tuned", None)]
-    assert not host.aa_pending()
+    assert playbooks.calls == 3 and not host.aa_pending()      # both restored in one run
     # a restore that fails leaves both named, and how to restore them
     with pytest.raises(StepFailed, match=r"\./start\.sh up gives the machines their own knobs back"), \
             aa.machines_with(FakeBackend(), host) as give:
-        give("default", knobs_b, "configuration b")
-        give("tuned", knobs_a, "configuration a")
+        give({"default": knobs_b}, "configuration b")
+        give({"tuned": knobs_a}, "configuration a")
         playbooks.fail = True
     with pytest.raises(StepFailed, match=r"the default and tuned machines still carry other knobs than their own "
                                          r"from an A/A run or an ablation .*: \./start\.sh up restores them"):
@@ -122,5 +125,25 @@ def test_a_record_of_an_earlier_lab_keeps_the_tuned_machine_when_the_default_one
     host.aa_file.write_text(json.dumps({"since": "earlier", "restore": aa.RESTORE}))     # no "machines": tuned
     playbooks.fail = True
     with pytest.raises(StepFailed), aa.machines_with(FakeBackend(), host) as give:
-        give("default", tmp_path / "b.yml", "configuration b")
+        give({"default": tmp_path / "b.yml"}, "configuration b")
     assert host.aa_machines() == ["default", "tuned"]       # the default machine's restore failed; tuned never had
+
+
+def test_a_pair_is_provisioned_in_one_run_and_a_machine_whose_part_failed_stays_named(host, monkeypatch, tmp_path):
+    runs = []
+
+    def run_playbook(inventory, log_dir, limit=None, given=None):
+        runs.append((limit, given))
+        if given:
+            return PlaybookResult(0, {"default": 5, "tuned": 5}, {}, tmp_path / "ansible.log")
+        # the restore: the default machine's part ended well, the tuned machine's failed
+        return PlaybookResult(2, {"default": 3, "tuned": 1}, {"default": 0, "tuned": 1}, tmp_path / "ansible.log")
+    monkeypatch.setattr(provision, "run_playbook", run_playbook)
+    files = {"tuned": tmp_path / "a.yml", "default": tmp_path / "b.yml"}
+    with pytest.raises(StepFailed, match=r"\./start\.sh up gives the machines their own knobs back"), \
+            aa.machines_with(FakeBackend(), host) as give:
+        give(files, "configurations a and b")
+        assert host.aa_machines() == ["default", "tuned"]
+    # one run each way, the hosts in the lab's order
+    assert runs == [("default,tuned", files), ("default,tuned", None)]
+    assert host.aa_machines() == ["tuned"]

@@ -33,14 +33,16 @@ DEFAULT_RPS = 500.0
 
 @pytest.fixture()
 def lab(monkeypatch, tmp_path) -> SimpleNamespace:
-    """Playbook runs (their extra vars) and measurements (their folders) recorded; interrupt_at: the
-    measurement number that is cut short by Ctrl-C."""
-    seen = SimpleNamespace(playbooks=[], measured=[], interrupt_at=None, unsettled=set(), at_once=False, schedule=None,
-                           bias={"default": 1.0, "tuned": 1.0})
+    """Each machine a playbook run provisioned, with the knobs file it was given (playbooks), each run's hosts
+    (playbook_runs) and measurements (their folders) recorded; interrupt_at: the measurement number that is cut
+    short by Ctrl-C."""
+    seen = SimpleNamespace(playbooks=[], playbook_runs=[], measured=[], interrupt_at=None, unsettled=set(),
+                           at_once=False, schedule=None, bias={"default": 1.0, "tuned": 1.0})
 
-    def run_playbook(inventory, log_dir, limit=None, extra_vars=None):
-        seen.playbooks.append((limit, extra_vars))
-        return PlaybookResult(0, {limit: 1}, {}, tmp_path / "ansible.log")
+    def run_playbook(inventory, log_dir, limit=None, given=None):
+        seen.playbook_runs.append(limit)
+        seen.playbooks.extend((machine, (given or {}).get(machine)) for machine in limit.split(","))
+        return PlaybookResult(0, {machine: 1 for machine in limit.split(",")}, {}, tmp_path / "ansible.log")
 
     def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra, schedule=None):
         if seen.at_once:    # both machines loaded at once, each with its configuration
@@ -137,7 +139,7 @@ def test_the_plan_says_how_many_configurations_and_how_long_at_most():
     # 4 x (45 s provisioning + 3 x (40 s + 10 s)): the default machine is not loaded again
     assert run.estimate_s(prepared.plan, 4) == 780 and "about 0.2 h at most" in lines[2]
     # two at once: 2 pairs, each with both machines provisioned for each half, and the pair's 3 trials loading both
-    assert run.estimate_s(replace(prepared.plan, schedule="parallel"), 4) == 2 * (4 * 45 + 3 * (40 + 10))
+    assert run.estimate_s(replace(prepared.plan, schedule="parallel"), 4) == 2 * (2 * run.PAIR_PROVISION_S + 3 * (40 + 10))
     assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7
     # apr needs ajp: no ablation of the two measures apr alone
     every = knob_groups.load()
@@ -321,6 +323,8 @@ def test_where_each_machine_has_its_own_cpus_two_configurations_are_measured_at_
     assert lab.measured == [f"default--{everything}", f"{everything}--default", "httpd_mpm--gc_heap"]
     assert [limit for limit, _ in lab.playbooks[:3]] == ["tuned", "default", "tuned"]
     assert lab.playbooks[-2:] == [("default", None), ("tuned", None)] and not host.aa_pending()
+    # the swapped machines provisioned together, each with its configuration, in one run; restored in one too
+    assert lab.playbook_runs[:2] == ["tuned", "default,tuned"] and lab.playbook_runs[-1] == "default,tuned"
     record = json.loads((root / "ablation.json").read_text())
     assert record["plan"]["schedule"] == "parallel" and record["placement"]["dedicated"] is True
     assert record["pairs"] == [["default", everything], ["httpd_mpm", "gc_heap"]]

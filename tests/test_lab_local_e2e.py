@@ -456,13 +456,18 @@ def forwarding(veth: str) -> str:
     return Path(f"/proc/sys/net/ipv4/conf/{veth}/forwarding").read_text().strip()
 
 
+ENGINE_RUN_S = 15
+
+
 @pytest.fixture(scope="module")
 def engine_run(quick_run) -> tuple[subprocess.CompletedProcess, Path, dict[str, str]]:
     # One short run for two features: its load from a remote engine (both phases of the sequential schedule
     # through the one engine), then the host's limits. The machines' veths forward as they did before it.
     before = {m.veth: forwarding(m.veth) for m in LocalBackend().machines.values()}
     before["host ports"] = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-    result = start("run", "--users", "4", "--ramp", "2", "--duration", "35", "--schedule", "sequential",
+    # 15 s a phase: each machine's load, then each limit's (the same length), six in all, each far more samples
+    # than its checks need.
+    result = start("run", "--users", "4", "--ramp", "2", "--duration", str(ENGINE_RUN_S), "--schedule", "sequential",
                    "--load-from", "loadgen", "--limits", timeout=900)
     return result, (REPO / "runs" / "latest").resolve(), before
 
@@ -509,7 +514,7 @@ def test_the_hosts_limits_are_measured_on_each_machines_loopback_after_its_load(
     assert result.returncode == 0, result.stderr[-4000:]
     folder = RunFolder(run_dir)
     run = json.loads(folder.run_json.read_text())
-    assert run["limits"]["profile"]["duration_s"] == 35 and run["ended"] == {"how": "completed"}
+    assert run["limits"]["profile"]["duration_s"] == ENGINE_RUN_S and run["ended"] == {"how": "completed"}
     for kind, port in (("direct", 8080), ("mock", 9090)):
         assert f"Limits: {lab_limits.KINDS[kind]}" in result.stderr
         for machine in ("default", "tuned"):

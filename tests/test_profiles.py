@@ -71,10 +71,11 @@ def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path
     monkeypatch.setattr(provision.subprocess, "Popen", popen)
     profiles.choose("2018")
     with pytest.raises(Stop):
-        provision.run_playbook(tmp_path / "hosts.yml", tmp_path, limit="tuned", extra_vars=tmp_path / "aa.yml",
+        provision.run_playbook(tmp_path / "hosts.yml", tmp_path, limit="tuned", given={"tuned": tmp_path / "aa.yml"},
                                variables={"x": 1})
     assert seen[0][-2:] == ["--extra-vars", f"@{profiles.find('2018').file}"]
-    assert seen[0].index(f"@{tmp_path / 'aa.yml'}") < len(seen[0]) - 1
+    given = json.dumps({"lab_given_knobs": {"tuned": str(tmp_path / "aa.yml")}})
+    assert seen[0].index(given) < seen[0].index('{"x": 1}') < len(seen[0]) - 2
 
 
 @pytest.mark.parametrize("text, message", [

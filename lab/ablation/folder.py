@@ -161,7 +161,7 @@ class Ablation:
         path.parent.mkdir(parents=True, exist_ok=True)
         chosen = knob_groups.extra_vars(every, config)
         RunFolder(self.root).write_text(path, f"# {key(config)}: the {machine} machine's knobs for this configuration "
-                                              "(ansible-playbook --extra-vars)\n" + yaml.safe_dump(chosen))
+                                              "(site.yml loads it over the machine's own host_vars)\n" + yaml.safe_dump(chosen))
         return path
 
 
