@@ -29,21 +29,34 @@ def _command(argv: list[str]) -> str | None:
 def enter_venv(argv: list[str]) -> None:
     """Installs what is missing, then replaces this process with the same command in the venv."""
     python = VENV / "bin" / "python"
+    host = HostLab()
     if _command(argv) in INSTALLING:
         try:    # another checkout's lab: refused before anything is installed (the others: by lab.cli)
-            HostLab().check_checkout(_command(argv) or "up")
+            host.check_checkout(_command(argv) or "up")
         except LabError as error:
             print(f"start.sh: {error}", file=sys.stderr)
             sys.exit(1)
     if _command(argv) in INSTALLING or not python.is_file():
-        with step("Installing what the lab needs"):
-            # Its lines go through this process's stderr, so the step's heartbeat knows when it is silent.
-            with subprocess.Popen([str(REPO / "tools" / "install-deps")], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, errors="replace") as install:
-                assert install.stdout is not None
-                for line in install.stdout:
-                    print(line, end="", file=sys.stderr, flush=True)
-            if install.returncode != 0:
-                print("start.sh: tools/install-deps failed (see its message above)", file=sys.stderr)
-                sys.exit(1)
+        try:
+            # Under the host's lock, as every command that changes the lab: two installs at once would race in
+            # apt and pip.
+            with host.busy(f"./start.sh {' '.join(argv)}".rstrip() + " (installing)"):
+                _install()
+        except LabError as error:
+            print(f"start.sh: {error}", file=sys.stderr)
+            sys.exit(1)
     os.execv(str(python), [str(python), "-m", "lab", *argv])
+
+
+def _install() -> None:
+    """tools/install-deps, its lines on this process's stderr; exits if it fails."""
+    with step("Installing what the lab needs"):
+        # Its lines go through this process's stderr, so the step's heartbeat knows when it is silent.
+        with subprocess.Popen([str(REPO / "tools" / "install-deps")], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace") as install:
+            assert install.stdout is not None
+            for line in install.stdout:
+                print(line, end="", file=sys.stderr, flush=True)
+        if install.returncode != 0:
+            print("start.sh: tools/install-deps failed (see its message above)", file=sys.stderr)
+            sys.exit(1)

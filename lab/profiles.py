@@ -7,6 +7,7 @@ playbook run after that (up, up --only, an A/A run, an ablation step) passes it 
 the host_vars and over any other extra vars, until ``up --profile none`` or ``down``."""
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from lab.paths import ANSIBLE_DIR, REPO, callers
 PROFILES = ANSIBLE_DIR / "profiles"
 ACTIVE = REPO / ".cache" / "machine-profile.json"
 NONE = "none"
+RESERVED = ("lab_",)                    # the lab role's account, home and secrets (ansible_* are unknown to roles)
+TEMPLATE_MARKS = ("{{", "{%", "{#")
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,10 @@ class Profile:
         return f"{self.name} ({shown})"
 
     def as_json(self) -> dict:
-        return {"name": self.name, "file": str(self.file), "variables": self.variables()}
+        """What run.json keeps (a run folder may be shared): a secret's value is not shown."""
+        return {"name": self.name, "file": str(self.file),
+                "variables": {key: knobs.MASKED if knobs.SECRET.search(str(key)) else value
+                              for key, value in self.variables().items()}}
 
 
 def shipped() -> list[str]:
@@ -66,39 +72,86 @@ def load(path: Path, typed: str) -> dict:
         hints = "".join(f"; did you mean {knob.suggestion} for {knob.key}?" for knob in unknown if knob.suggestion)
         raise StepFailed(f"--profile {typed}: {path}: no role declares {', '.join(knob.key for knob in unknown)} "
                          f"(roles/*/meta/argument_specs.yml{hints})")
+    reserved = sorted(str(key) for key in data if str(key).startswith(RESERVED))
+    if reserved:
+        raise StepFailed(f"--profile {typed}: {path}: {', '.join(reserved)}: the lab's own account, folders and "
+                         "secrets are not a profile's to change")
+    templated = sorted(str(key) for key, value in data.items() if _templated(value))
+    if templated:
+        raise StepFailed(f"--profile {typed}: {path}: {', '.join(templated)}: a profile gives plain values; Ansible "
+                         "would run template syntax ({{ }}, {% %}) as root on this host")
     return data
 
 
+def _templated(value: object) -> bool:
+    if isinstance(value, str):
+        return any(mark in value for mark in TEMPLATE_MARKS)
+    if isinstance(value, dict):
+        return any(_templated(key) or _templated(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_templated(item) for item in value)
+    return False
+
+
 def active(record: Path | None = None) -> Profile | None:
-    """The profile this checkout's machines were brought up with, None without one."""
-    record = record or ACTIVE
+    """The profile this checkout's machines were brought up with, None without one; checked again, and refused
+    if its file changed since it was chosen."""
+    return _recorded(record or ACTIVE)[0]
+
+
+def _recorded(record: Path) -> tuple[Profile | None, bytes]:
+    """The recorded profile and its file's content, as it was when chosen (checked again here)."""
     try:
         data = json.loads(record.read_text())
-        return Profile(str(data["name"]), Path(data["file"]))
+        profile, chosen = Profile(str(data["name"]), Path(data["file"])), data.get("sha256")
     except FileNotFoundError:
-        return None
+        return None, b""
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise StepFailed(f"{record} is unreadable ({error}): ./start.sh up --profile NAME|none records it again") \
             from error
+    try:
+        content = profile.file.read_bytes()
+    except OSError as error:
+        raise StepFailed(f"the machine profile {profile.describe()} cannot be read ({error}): ./start.sh up "
+                         "--profile NAME|none chooses again") from error
+    if chosen is None:                  # recorded by a lab that kept no digest
+        raise StepFailed(f"the machine profile {profile.describe()} was chosen by an earlier version of the lab, "
+                         f"which kept no digest of it: ./start.sh up --profile {profile.file} chooses it again")
+    if hashlib.sha256(content).hexdigest() != chosen:
+        raise StepFailed(f"the machine profile {profile.describe()} changed since ./start.sh up chose it: "
+                         f"./start.sh up --profile {profile.file} gives both machines what it says now "
+                         "(or --profile none)")
+    load(profile.file, profile.name)
+    return profile, content
 
 
 def choose(typed: str, record: Path | None = None) -> Profile | None:
-    """Records the profile --profile names (none: no profile) for the playbook runs that follow."""
+    """Records the profile --profile names (none: no profile) for the playbook runs that follow, with a digest of
+    its content: a later edit is refused rather than given to the machines unchecked."""
     record = record or ACTIVE
     if typed == NONE:
-        record.unlink(missing_ok=True)
+        forget(record)
         return None
     profile = find(typed)
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"name": profile.name, "file": str(profile.file)}) + "\n")
+    record.write_text(json.dumps({"name": profile.name, "file": str(profile.file),
+                                  "sha256": hashlib.sha256(profile.file.read_bytes()).hexdigest()}) + "\n")
     return profile
 
 
 def forget(record: Path | None = None) -> None:
-    (record or ACTIVE).unlink(missing_ok=True)
+    record = record or ACTIVE
+    record.unlink(missing_ok=True)
+    record.with_suffix(".checked.yml").unlink(missing_ok=True)
 
 
 def extra_vars(record: Path | None = None) -> list[str]:
-    """ansible-playbook's arguments for the active profile (last, so they win), none without one."""
-    profile = active(record)
-    return ["--extra-vars", f"@{profile.file}"] if profile else []
+    """ansible-playbook's arguments for the active profile (last, so they win), none without one: a copy of the
+    content that was checked, so that what the playbook reads is what was checked."""
+    record = record or ACTIVE
+    profile, content = _recorded(record)
+    if profile is None:
+        return []
+    checked = record.with_suffix(".checked.yml")
+    checked.write_bytes(content)
+    return ["--extra-vars", f"@{checked}"]

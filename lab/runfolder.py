@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -213,12 +215,21 @@ class RunFolder:
 
     @staticmethod
     def write_text(path: Path, text: str) -> None:
-        """Writes text atomically: a reader (a browser, the report) never sees half a file."""
+        """Writes text atomically and durably: a reader (a browser, the report) never sees half a file, and a
+        crash or power cut right after leaves the old file or the new one, never an empty one."""
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_name(path.name + ".tmp")
         try:
-            scratch.write_text(text)
+            with scratch.open("w") as stream:
+                stream.write(text)
+                stream.flush()
+                os.fsync(stream.fileno())
             scratch.replace(path)
+            folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(folder)        # the rename itself
+            finally:
+                os.close(folder)
         except OSError as error:
             scratch.unlink(missing_ok=True)
             if error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -229,9 +240,11 @@ class RunFolder:
 
     @classmethod
     def write_json(cls, path: Path, data: object, compact: bool = False) -> None:
-        """Writes data as JSON, atomically."""
-        text = json.dumps(data, separators=(",", ":"), default=str) if compact \
-            else json.dumps(data, indent=2, default=str)
+        """Writes data as JSON, atomically; a number that is not finite (no figure) is written as null, JSON
+        having no NaN."""
+        data = _finite(data)
+        text = json.dumps(data, separators=(",", ":"), default=str, allow_nan=False) if compact \
+            else json.dumps(data, indent=2, default=str, allow_nan=False)
         cls.write_text(path, text + "\n")
 
     def read_json(self, path: Path, problems: list[str], what: str) -> dict | None:
@@ -283,3 +296,14 @@ def existing(text: str) -> Path:
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: no such run folder (runs are under {RUNS}; runs/latest is the last one)")
     return path
+
+
+def _finite(data: object) -> object:
+    """data with every float that is not finite replaced by None (numpy's floats are floats)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(value) for value in data]
+    return data

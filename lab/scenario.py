@@ -11,6 +11,7 @@ starts, with the file and the field named."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,4 +182,6 @@ def threshold_value(where: str, name: str, value: object) -> float:
         raise StepFailed(f"{where}: ratio_min compares the machines: it takes no machine")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise StepFailed(f"{where}: must be a number, not {value!r}")
+    if not math.isfinite(value):        # nan fails no comparison and is not JSON; inf always passes
+        raise StepFailed(f"{where}: must be a finite number, not {value!r}")
     return float(value)

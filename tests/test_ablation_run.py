@@ -222,6 +222,17 @@ def test_resume_refuses_when_a_groups_variables_changed(host, lab, tmp_path, mon
     (root / "ablation.json").write_text(json.dumps(record))
     with pytest.raises(StepFailed, match=r"measured by an earlier lab \(each figure tuned ÷ default"):
         _prepared("--resume", str(root))
+    # a record that is not this lab's, or not whole: named, never a traceback
+    record["plan"] = {**record["plan"], "figure": "tuned_good_rps"}
+    del record["plan"]["repeat"]
+    (root / "ablation.json").write_text(json.dumps(record))
+    with pytest.raises(StepFailed, match=r"ablation.json: its plan is not one this lab wrote \(KeyError: 'repeat'\)"):
+        _prepared("--resume", str(root))
+    for text, reason in (("{not json", r"ablation: ablation.json unreadable \(Expecting"),
+                         ("[]", "ablation: ablation.json is not a JSON object"), ("{}", "ablation.json holds no plan")):
+        (root / "ablation.json").write_text(text)
+        with pytest.raises(StepFailed, match=rf"--resume {root}: .*{reason}.*start a new ablation"):
+            _prepared("--resume", str(root))
 
 
 def test_a_configuration_without_two_figures_stops_the_ablation_and_is_measured_again_on_resume(host, lab, capsys):

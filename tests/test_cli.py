@@ -29,14 +29,16 @@ def _host(tmp_path: Path) -> HostLab:
     (["--think", "-1"], "--think -1: must be 0 or more"),
 ])
 def test_a_bad_load_option_is_named_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
-    # --backend ssh with an inventory of no hosts: had the options passed, it would fail there.
+    # --backend ssh with an inventory of no hosts: had the options passed, it would fail there. The command line
+    # as start.sh runs it once in the venv: neither the install step nor this host's lab (another checkout's,
+    # which start.sh names first) is part of what this checks.
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all: {}\n")
-    result = subprocess.run([str(REPO / "start.sh"), *args, "--backend", "ssh", "--inventory", str(inventory)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "lab", *args, "--backend", "ssh",
+                             "--inventory", str(inventory)], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == f"start.sh: {message}", result.stderr
-    assert "==> " not in result.stderr.replace("==> Installing what the lab needs", "")   # nothing else began
+    assert "==> " not in result.stderr          # nothing began
 
 
 def test_up_refuses_a_misspelled_knob_before_anything_changes(tmp_path: Path, monkeypatch) -> None:
@@ -180,11 +182,25 @@ def test_without_a_venv_a_command_installs_what_the_lab_needs_first(tmp_path: Pa
         f"#!/bin/sh\nmkdir -p {venv}/bin\nprintf '#!/bin/sh\\necho ran: \"$@\"\\n' > {venv}/bin/python\n"
         f"chmod +x {venv}/bin/python\necho installed\n")
     (tmp_path / "tools" / "install-deps").chmod(0o755)
-    code = ("import sys; from pathlib import Path; from lab import bootstrap; "
-            f"bootstrap.VENV = Path({str(venv)!r}); bootstrap.REPO = Path({str(tmp_path)!r}); "
-            "bootstrap.enter_venv(['status'])")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    result = _bootstrap(tmp_path, venv, "status")
     assert result.returncode == 0, result.stderr
     # install-deps speaks through the step (stderr), so the step's heartbeat knows when it is silent
     assert "Installing what the lab needs" in result.stderr and "\ninstalled\n" in result.stderr
     assert result.stdout.strip().endswith("ran: -m lab status")
+    # another command changing the lab holds the host: no second install beside it (apt and pip would race)
+    venv.joinpath("bin", "python").unlink()
+    with _host(tmp_path).busy("./start.sh run"):
+        refused = _bootstrap(tmp_path, venv, "up")
+    assert refused.returncode == 1 and "installed" not in refused.stderr, refused.stderr
+    assert "start.sh: another ./start.sh is changing this host's lab (`./start.sh run`" in refused.stderr
+
+
+def _bootstrap(tmp_path: Path, venv: Path, *argv: str) -> subprocess.CompletedProcess:
+    """bootstrap.enter_venv(argv) in a tree of tmp_path, with a host record of its own there."""
+    code = ("import sys; from pathlib import Path; from lab import bootstrap, hostlab; home = Path(sys.argv[1]); "
+            f"bootstrap.VENV = Path({str(venv)!r}); bootstrap.REPO = home; "
+            "bootstrap.HostLab = lambda: hostlab.HostLab(owner_file=home / 'owner.json', busy_file=home / 'busy.lock', "
+            "checkout=home, legacy_file=home / 'legacy.json'); "
+            f"bootstrap.enter_venv({list(argv)!r})")
+    return subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
+                          timeout=60)

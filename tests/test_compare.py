@@ -127,3 +127,24 @@ def test_two_capacity_runs_compare_each_machines_capacity(tmp_path):
     assert _row(result, "capacity_rps", "ratio")["b_over_a"] == pytest.approx(1.2 / 0.8)
     page = compare_page.render(a, b, runs=tmp_path)[1].read_text()
     assert "Capacity" in page and "req/s" in page
+
+
+def test_a_damaged_run_is_named_with_what_is_wrong_never_a_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LAB_CALLER_DIR", str(tmp_path))
+    _run(tmp_path / "a", [(100, 100)])
+    b = _run(tmp_path / "b", [(100, 90)])
+    (b / "summary.json").write_text("{cut short")
+    assert cli.main(["compare", "a", "b"]) == 1
+    assert f"start.sh: compare: {b}: summary: summary.json unreadable (Expecting" in capsys.readouterr().err
+
+
+def test_a_failure_message_longer_than_pythons_csv_field_limit_is_read(tmp_path):
+    # JMeter writes a failed sample's message into the CSV, which can carry a whole answer
+    from lab.analysis.jmeter import read_results
+    results = tmp_path / "results.csv"
+    body = "x" * 300_000
+    results.write_text("timeStamp,elapsed,label,responseCode,responseMessage,success,failureMessage\n"
+                       f"1700000000000,12,tuned,500,Server Error,false,\"{body}\"\n"
+                       "1700000000100,8,tuned,200,OK,true,\n")
+    samples = read_results(results)
+    assert len(samples) == 2 and samples.elapsed == [12, 8]

@@ -71,7 +71,16 @@ def test_each_engine_gets_its_share_of_a_machines_users_or_the_run_is_refused(tm
 
 
 def test_the_rmi_keystore_is_made_once_and_only_root_reads_it(tmp_path: Path) -> None:
-    properties = lab_engines.rmi_properties(tmp_path / "rmi")
+    # keytool as it was started: its command line is any local user's to read, so the password is not on it
+    seen = tmp_path / "keytool-argv"
+    keytool = tmp_path / "keytool"
+    keytool.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\nexec {lab_engines._keytool()} "$@"\n')
+    keytool.chmod(0o700)
+    properties = lab_engines.rmi_properties(tmp_path / "rmi", keytool=str(keytool))
+    password = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line)[
+        "server.rmi.ssl.keystore.password"]
+    argv = seen.read_text().splitlines()
+    assert "-genkeypair" in argv and password not in seen.read_text() and "-storepass:env" in argv
     keystore = tmp_path / "rmi" / lab_engines.KEYSTORE
     settings = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line)
     # the keystore named without a folder: each side loads it at the path the other names, so client and

@@ -339,3 +339,19 @@ def test_a_disk_that_fills_mid_run_ends_it_with_a_message_and_the_logger_stopped
         experiment.run(FakeBackend(), load.QUICK, "parallel")
     assert steps["recording"] == set(), "PCP's logger left recording"
     assert not list(small_disk.glob("*.tmp")), "a half-written file left behind"
+
+
+def test_a_run_folders_files_are_durable_and_never_hold_a_nan(tmp_path, monkeypatch):
+    # JSON has no NaN (json.loads elsewhere would refuse the file): a figure that is not a number is none
+    path = tmp_path / "run" / "run.json"
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    RunFolder.write_json(path, {"ratio": float("nan"), "rates": [1.5, float("inf")], "nested": {"p95": -float("inf")}})
+    text = path.read_text()
+    assert json.loads(text) == {"ratio": None, "rates": [1.5, None], "nested": {"p95": None}}
+    assert "NaN" not in text and "Infinity" not in text
+    # the file's content before it replaces the old one, then the folder's entry for it: a crash leaves one or
+    # the other, never an empty file
+    assert synced == [str(path) + ".tmp", str(path.parent)]
+    assert not list(path.parent.glob("*.tmp"))

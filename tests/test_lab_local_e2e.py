@@ -84,6 +84,16 @@ def start_timed(*args: str, timeout: float = 1200) -> Timed:
     return result
 
 
+def in_phase(profile: str | None) -> None:
+    """The module's phases run in its order (the plain lab, the backend four at a time, the 2018 profile, down):
+    each asserts the lab is in the state it needs, so that a test moved or run alone fails here, naming why."""
+    from lab import profiles
+    active = profiles.active()
+    assert (active.name if active else None) == profile, \
+        f"this phase needs the machines with the profile {profile}; they have {active and active.describe()}"
+    assert not HostLab().aa_pending(), "a machine still carries other knobs than its own (an A/A run or an ablation)"
+
+
 @pytest.fixture(scope="module")
 def lab_up() -> Iterator[subprocess.CompletedProcess]:
     backend = LocalBackend()
@@ -328,6 +338,7 @@ def test_a_second_run_of_the_playbook_changes_nothing(status, tmp_path):
 
 @pytest.fixture(scope="module")
 def quick_run(status) -> tuple[subprocess.CompletedProcess, Path]:
+    in_phase(None)
     # Parallel, as asked: this host's placement alone would load them one after the other (twice as long).
     result = start_timed("run", "--quick", "--schedule", "parallel", timeout=900)
     return result, (REPO / "runs" / "latest").resolve()
@@ -427,13 +438,13 @@ def test_the_report_renders_in_chromium_with_every_section(quick_run):
 
 
 def test_repeated_trials_each_keep_their_evidence_and_the_run_compares_them(quick_run):
-    result = start("run", "--quick", "--ramp", "5", "--duration", "40", "--repeat", "2", "--schedule", "parallel",
+    result = start("run", "--quick", "--ramp", "5", "--duration", "35", "--repeat", "2", "--schedule", "parallel",
                    timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     run_dir = (REPO / "runs" / "latest").resolve()
     run = json.loads((run_dir / "run.json").read_text())
     assert run["repeat"] == 2 and [t["number"] for t in run["trials"]] == [1, 2] and not run["interrupted"]
-    assert run["started_at"] < run["ended_at"] and run["planned_s"] == 80
+    assert run["started_at"] < run["ended_at"] and run["planned_s"] == 70
     for number in (1, 2):
         trial = run_dir / "trials" / str(number)
         assert json.loads((trial / "run.json").read_text())["ended"] == {"how": "completed"}
@@ -536,7 +547,7 @@ def test_the_hosts_limits_are_measured_on_each_machines_loopback_after_its_load(
 def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_run):
     """The write-up's default machine died under load; the lab must show when and why."""
     previous = (REPO / "runs" / "latest").resolve()
-    run = subprocess.Popen([str(REPO / "start.sh"), "run", "--quick", "--duration", "60", "--schedule", "parallel"],
+    run = subprocess.Popen([str(REPO / "start.sh"), "run", "--quick", "--duration", "45", "--schedule", "parallel"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -729,8 +740,9 @@ def test_another_checkout_cannot_touch_the_lab_that_is_up(status, tmp_path):
     assert start("status", timeout=120).returncode == 0
 
 
-# The steps both capacity tests take on that backend: about five 10 s steps before two in a row miss the SLO.
-SLOW_BACKEND_STEPS = {"start_rps": 50, "step_rps": 50, "step_s": 10, "max_rps": 600}
+# The steps both capacity tests take on that backend: about four 10 s steps before two in a row miss the SLO (from
+# 100 req/s, which the backend's 175 leave room for: a step below it would prove nothing more).
+SLOW_BACKEND_STEPS = {"start_rps": 100, "step_rps": 50, "step_s": 10, "max_rps": 600}
 
 
 @pytest.fixture(scope="module")
@@ -741,6 +753,7 @@ def slow_backend(status, tmp_path_factory) -> Path:
     run found neither knee before the generator ran out). 4 requests at a time, each taking its lognormal 20 ms (mean
     23 ms), is at most 4 / 0.023 s = about 175 req/s: a profile gives it to both machines, so every knee lies far
     within the generator's reach, where that bound puts it. The 2018 test that follows replaces the profile."""
+    in_phase(None)
     slow = tmp_path_factory.mktemp("profile") / "four-at-a-time.yml"
     slow.write_text("# the backend answers 4 requests at a time: each machine's capacity about 175 req/s\n"
                     "mock_service_max_concurrency: 4\n")
@@ -751,6 +764,7 @@ def slow_backend(status, tmp_path_factory) -> Path:
 
 
 def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it(slow_backend):
+    in_phase("four-at-a-time")
     # One machine at a time.
     # With a threshold no machine meets: the run is whole, and then exits 3 with a JUnit file.
     plan = SLOW_BACKEND_STEPS
@@ -774,7 +788,7 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
         assert found["found"] and found["broke"] and found["generator_bound_rps"] is None, found
         # past about 175 req/s (200 were every request its median 20 ms) the backend's queue grows every second:
         # no step of 250 or more meets the SLO
-        assert 50 <= found["capacity_rps"] < found["knee_rps"] <= 250, found
+        assert plan["start_rps"] <= found["capacity_rps"] < found["knee_rps"] <= 250, found
         # JMeter's open model makes rate x length requests arrive in each step, spread over the step: the first
         # step's arrivals (by start) span about one step length (less what JMeter catches up at its start)
         starts = sorted(int(row.split(",", 1)[0]) for row in
@@ -811,6 +825,7 @@ def test_a_quick_capacity_ablation_two_at_once_gives_each_machine_its_configurat
     # tuned machine alone, is the same measurement with one machine given knobs (test_ablation_run).
     # An open model, stepped as ./start.sh capacity steps it: each trial's figure is a machine's capacity.
     # (A fixed load's figure, its steady-state throughput, is the same path with another figure: test_ablation_run.)
+    in_phase("four-at-a-time")
     scenario = tmp_path / "capacity-quick.yaml"
     # Each 10 s step is most of what a trial costs, and a trial runs until two steps miss the SLO.
     scenario.write_text(yaml.safe_dump({"model": "open", "load": SLOW_BACKEND_STEPS,

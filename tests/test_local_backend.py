@@ -470,3 +470,26 @@ def test_cgroup_v1_refuses_cpus_it_cannot_have_before_making_any_directory(tmp_p
         local.Cgroup(Machine("t1", 201, tmp_path / "m", prefix=PREFIX, cpuset=(7,)), layout).create()
     # nothing left behind for a later, unpinned machine to inherit
     assert not (tmp_path / "cpuset" / "ctlt").exists() and not (tmp_path / "memory" / "ctlt").exists()
+
+
+@pytest.mark.fast
+def test_down_removes_only_the_account_the_lab_made(monkeypatch):
+    from types import SimpleNamespace
+
+    from lab.machines.local import backend as local_backend
+    from lab.machines.manifest import role_default
+    comment = str(role_default("lab", "lab_user_comment"))
+    accounts = {"camellab": SimpleNamespace(pw_gecos=comment, pw_gid=990),
+                "someone": SimpleNamespace(pw_gecos="Someone Else", pw_gid=100)}
+    groups = {"camellab": SimpleNamespace(gr_gid=990), "users": SimpleNamespace(gr_gid=100)}
+    ran = []
+    monkeypatch.setattr(local_backend.pwd, "getpwnam", lambda name: accounts[name])
+    monkeypatch.setattr(local_backend.grp, "getgrnam", lambda name: groups[name])
+    monkeypatch.setattr(local_backend.subprocess, "run", lambda argv, check: ran.append(argv))
+    local_backend.remove_account("someone", "users")            # not the lab's: neither it nor its group
+    local_backend.remove_account("nobody-here", "camellab")     # no such account: nothing
+    assert ran == []
+    local_backend.remove_account("camellab", "users")           # the lab's account, a group it does not own
+    assert ran == [["userdel", "camellab"]]
+    local_backend.remove_account("camellab", "camellab")
+    assert ran[-2:] == [["userdel", "camellab"], ["groupdel", "camellab"]]

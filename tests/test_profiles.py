@@ -49,8 +49,11 @@ def test_a_profile_is_recorded_passed_last_to_the_playbook_and_forgotten(record:
     assert profiles.active() is None and profiles.extra_vars() == []
     chosen = profiles.choose("2018")
     assert profiles.active() == chosen and json.loads(record.read_text())["name"] == "2018"
-    assert profiles.extra_vars() == ["--extra-vars", f"@{chosen.file}"]
-    assert profiles.choose(profiles.NONE) is None and not record.exists()
+    # the playbook reads a copy of what was checked
+    checked = record.with_suffix(".checked.yml")
+    assert profiles.extra_vars() == ["--extra-vars", f"@{checked}"]
+    assert checked.read_bytes() == chosen.file.read_bytes()
+    assert profiles.choose(profiles.NONE) is None and not record.exists() and not checked.exists()
     profiles.choose("2018")
     profiles.forget()
     assert profiles.active() is None
@@ -73,7 +76,7 @@ def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path
     with pytest.raises(Stop):
         provision.run_playbook(tmp_path / "hosts.yml", tmp_path, limit="tuned", given={"tuned": tmp_path / "aa.yml"},
                                variables={"x": 1})
-    assert seen[0][-2:] == ["--extra-vars", f"@{profiles.find('2018').file}"]
+    assert seen[0][-2:] == ["--extra-vars", f"@{record.with_suffix('.checked.yml')}"]
     given = json.dumps({"lab_given_knobs": {"tuned": str(tmp_path / "aa.yml")}})
     assert seen[0].index(given) < seen[0].index('{"x": 1}') < len(seen[0]) - 2
 
@@ -81,6 +84,12 @@ def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path
 @pytest.mark.parametrize("text, message", [
     ("httpd_tls_enabled: true\nhttpd_tls_enabld: true\n", "no role declares httpd_tls_enabld"),
     ("- a list\n", "must be a mapping of role variables"),
+    # every playbook run gives a profile to Ansible as root: neither the lab's account nor a template of its own
+    ("lab_user: root\nlab_home: /etc\n", "lab_home, lab_user: the lab's own account, folders and secrets"),
+    ("ansible_become_user: nobody\n", "no role declares ansible_become_user"),
+    ("camel_app_java_options: [\"-Xmx{{ lookup('pipe', 'id') }}\"]\n",
+     "camel_app_java_options: a profile gives plain values; Ansible would run template syntax"),
+    ("httpd_mpm_worker_settings: {ThreadLimit: '{% if 1 %}30{% endif %}'}\n", "httpd_mpm_worker_settings: a profile"),
 ])
 def test_a_profile_of_the_users_is_checked_before_anything_starts(tmp_path: Path, text: str, message: str):
     path, refusal = _refused(tmp_path / "mine.yml", text, lambda path: profiles.find(str(path)))
@@ -222,3 +231,37 @@ def test_a_machine_option_before_another_command_than_up_or_for_one_machine_only
     assert "--profile sets what `up` gives the machines" in capsys.readouterr().err
     assert cli.main(["up", "--only", "tuned", "--memory", "vm"]) == 1
     assert "--memory with --only tuned: both machines get it alike" in capsys.readouterr().err
+
+
+def test_a_profile_edited_after_it_was_chosen_is_refused_until_chosen_again(record: Path, tmp_path: Path):
+    mine = tmp_path / "mine.yml"
+    mine.write_text("httpd_tls_enabled: true\n")
+    profiles.choose(str(mine))
+    assert profiles.extra_vars()[-1] == f"@{record.with_suffix('.checked.yml')}"
+    # edited later, even into something a check would refuse: no playbook gets it
+    mine.write_text("httpd_tls_enabled: true\ncamel_app_java_options: [\"{{ lookup('pipe', 'id') }}\"]\n")
+    for read in (profiles.active, profiles.extra_vars):
+        with pytest.raises(StepFailed, match=rf"the machine profile mine \({mine}\) changed since ./start.sh up chose "
+                                             rf"it: ./start.sh up --profile {mine} gives both machines"):
+            read()
+    with pytest.raises(StepFailed, match="a profile gives plain values"):
+        profiles.choose(str(mine))
+    mine.write_text("httpd_tls_enabled: false\n")
+    assert profiles.choose(str(mine)).variables() == {"httpd_tls_enabled": False}
+    profiles.extra_vars()
+    assert record.with_suffix(".checked.yml").read_text() == "httpd_tls_enabled: false\n"
+    record.write_text(json.dumps({"name": "mine", "file": str(mine)}))     # an earlier lab's record: no digest
+    with pytest.raises(StepFailed, match=rf"chosen by an earlier version of the lab.*up --profile {mine} chooses"):
+        profiles.active()
+    mine.unlink()
+    with pytest.raises(StepFailed, match=r"the machine profile mine .* cannot be read"):
+        profiles.active()
+
+
+def test_a_profiles_secret_is_not_kept_in_a_run_folder(tmp_path: Path):
+    mine = tmp_path / "mine.yml"
+    mine.write_text("httpd_ajp_secret: hunter2\ncamel_app_ajp_secret: hunter2\nhttpd_tls_enabled: true\n")
+    kept = profiles.find(str(mine)).as_json()
+    assert kept["variables"] == {"httpd_ajp_secret": knobs.MASKED, "camel_app_ajp_secret": knobs.MASKED,
+                                 "httpd_tls_enabled": True}
+    assert "hunter2" not in json.dumps(kept)

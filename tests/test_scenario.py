@@ -102,6 +102,10 @@ def test_options_override_the_scenario_and_its_model_decides_the_run(tmp_path, m
     (["run", "--scenario", "s.yaml", "--quick"], "--quick and --scenario s.yaml: choose one"),
     (["run", "--threshold", "p95_ms_max"], "--threshold p95_ms_max: use NAME=VALUE"),
     (["run", "--threshold", "p95_ms_max=soon"], "--threshold p95_ms_max=soon: 'soon' is not a number"),
+    # nan fails every comparison (and would make run.json not JSON); inf passes every one
+    (["run", "--threshold", "p95_ms_max=nan"], "--threshold p95_ms_max=nan: must be a finite number, not nan"),
+    (["run", "--threshold", "tuned.error_pct_max=inf"], "--threshold tuned.error_pct_max=inf: must be a finite number"),
+    (["run", "--scenario", "n.yaml"], "n.yaml: thresholds.p95_ms_max: must be a finite number, not nan"),
     (["run", "--threshold", "p50_ms_max=5"], "--threshold p50_ms_max=5: unknown threshold"),
     (["run", "--threshold", "tuned.capacity_rps_min=300"], "threshold tuned.capacity_rps_min: a capacity is measured "
                                                            "by ./start.sh capacity"),
@@ -117,6 +121,7 @@ def test_options_that_contradict_the_scenario_are_named(tmp_path, monkeypatch, a
     (tmp_path / "s.yaml").write_text("model: closed\n")
     (tmp_path / "o.yaml").write_text("model: open\n")
     (tmp_path / "g.yaml").write_text("model: open\nthresholds: {tuned.error_pct_max: 1, capacity_rps_min: 100}\n")
+    (tmp_path / "n.yaml").write_text("model: closed\nthresholds: {p95_ms_max: .nan}\n")
     with pytest.raises(StepFailed) as caught:
         _experiment(tmp_path, monkeypatch, argv)
     assert str(caught.value).startswith(message), str(caught.value)

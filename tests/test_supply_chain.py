@@ -220,3 +220,46 @@ def test_a_collection_pinned_loosely_is_refused(tmp_path: Path) -> None:
     requirements.write_text("collections:\n  - name: community.general\n    version: '>=11.0.0'\n")
     with pytest.raises(install_collections.CollectionError, match="one exact version"):
         install_collections.wanted(requirements)
+
+
+def _artifact(repo: Path, group: str, name: str, content: bytes, sha1: str | None = None) -> None:
+    """A jar and its pom in a file:// Maven repository, each with its .sha1 (sha1: the jar's, as published)."""
+    import hashlib
+    folder = repo / group.replace(".", "/") / name / "1.0"
+    folder.mkdir(parents=True)
+    pom = (f'<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+           f"<groupId>{group}</groupId><artifactId>{name}</artifactId><version>1.0</version></project>").encode()
+    for suffix, data, published in ((".pom", pom, None), (".jar", content, sha1)):
+        (folder / f"{name}-1.0{suffix}").write_bytes(data)
+        (folder / f"{name}-1.0{suffix}.sha1").write_text(published or hashlib.sha1(data).hexdigest())
+
+
+def test_a_maven_artifact_whose_checksum_does_not_match_is_refused(tmp_path):
+    # The lab's builds (the service, JMeter's plugins, GCViewer) run Maven with the project's .mvn/maven.config:
+    # an artifact that does not match the checksum its repository publishes fails the build (Maven's default
+    # only warns, and uses it).
+    group = "test.camel_tuning_lab.checksums"
+    repo = tmp_path / "repo"
+    _artifact(repo, group, "good", b"a jar")
+    _artifact(repo, group, "tampered", b"a jar, changed on its way", sha1="0" * 40)
+    project = _wrapper_copy(tmp_path)
+    shutil.copy2(REPO / ".mvn" / "maven.config", project / ".mvn" / "maven.config")
+    cached = Path.home() / ".m2" / "repository" / group.replace(".", "/")
+
+    def resolve(artifact: str) -> subprocess.CompletedProcess:
+        (project / "pom.xml").write_text(
+            '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+            "<groupId>t</groupId><artifactId>t</artifactId><version>1</version>"
+            f"<repositories><repository><id>local-file</id><url>{repo.as_uri()}</url></repository></repositories>"
+            f"<dependencies><dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+            "<version>1.0</version></dependency></dependencies></project>")
+        return subprocess.run([str(project / "mvnw"), "-B", "-ntp", "dependency:resolve"], cwd=project,
+                              capture_output=True, text=True, timeout=600)
+    try:
+        good = resolve("good")
+        assert good.returncode == 0, good.stdout[-3000:]
+        tampered = resolve("tampered")
+        assert tampered.returncode != 0 and "Checksum validation failed" in tampered.stdout, tampered.stdout[-3000:]
+        assert not (cached / "tampered" / "1.0" / "tampered-1.0.jar").exists()
+    finally:
+        shutil.rmtree(cached, ignore_errors=True)

@@ -169,13 +169,17 @@ def test_vagrant_is_the_default_only_with_an_accelerated_provider(tools, plugins
     assert name == expected and why
 
 
-def test_start_sh_says_which_backend_it_chose_and_why():
+def test_start_sh_says_which_backend_it_chose_and_why(tmp_path, capsys):
+    # With a host record of its own (this host's real one may name another checkout's lab): none, then one up.
+    from lab import cli
+    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
+                   legacy_file=tmp_path / "legacy.json")
     expected, why = choose.default_backend()
-    owner = HostLab().ours()
-    if owner is not None:   # a lab is up: its backend is used, whatever this host has
-        expected, why = owner.backend, "the lab that is up uses it"
-    result = subprocess.run([str(REPO / "start.sh"), "status", "--json"], capture_output=True, text=True, timeout=600)
-    assert f"Backend: {expected} ({why}; --backend chooses another)" in result.stderr, result.stderr
+    assert cli.main(["status", "--json"], host=host) == 0
+    assert f"Backend: {expected} ({why}; --backend chooses another)" in capsys.readouterr().err
+    host.claim("local", None)           # a lab is up: its backend is used, whatever this host has
+    assert cli.main(["status", "--json"], host=host) == 0
+    assert "Backend: local (the lab that is up uses it; --backend chooses another)" in capsys.readouterr().err
 
 
 @pytest.mark.fast

@@ -16,6 +16,7 @@ from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
 from lab.progress import info
+from lab.runfolder import RunFolder
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,20 @@ def prepare(args: argparse.Namespace) -> Prepared:
     if typed is not None:
         options.ablation(args)                          # refuses options that would change the plan
         ablation = Ablation.resume(typed)
-        record = ablation.record()
+        problems: list[str] = []
+        record = RunFolder(ablation.root).read_json(ablation.file, problems, "ablation") or {}
+        if not isinstance(record.get("plan"), dict):
+            raise StepFailed(f"--resume {typed}: {'; '.join(problems) or f'{ablation.file} holds no plan'}: it cannot "
+                             "be continued (start a new ablation)")
         if record["plan"].get("figure") not in MEASURES:
             raise StepFailed(f"--resume {typed}: the ablation was measured by an earlier lab (each figure tuned ÷ "
                              "default, both machines loaded); its measurements cannot be mixed with the tuned "
                              "machine's throughput alone (start a new ablation)")
-        plan = Plan.from_json(record["plan"])
+        try:
+            plan = Plan.from_json(record["plan"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise StepFailed(f"--resume {typed}: {ablation.file}: its plan is not one this lab wrote ({type(error).__name__}: "
+                             f"{error}): it cannot be continued (start a new ablation)") from None
         stored = {name: (tuple(spec.get("variables") or ()), tuple(spec.get("needs") or ()))
                   for name, spec in (record.get("groups") or {}).items()}
         changed = [name for name in plan.groups

@@ -11,19 +11,25 @@ from pathlib import Path
 
 from lab.analysis import repeated, trials
 from lab.analysis import summary as single
+from lab.errors import StepFailed
 from lab.machines import MACHINES
 from lab.runfolder import RunFolder
 
 
 def _summaries(folder: RunFolder) -> list[dict]:
-    """The figures of each trial (a single run: its own), made first where missing."""
+    """The figures of each trial (a single run: its own), made first where missing; a summary that cannot be
+    read is named, with why."""
     runs = folder.trials() or [folder]
     found = []
     for run in runs:
+        problems: list[str] = []
         if run.summary_json.is_file():
-            found.append(json.loads(run.summary_json.read_text()))
+            summary = run.read_json(run.summary_json, problems, "summary")
+            if summary is None:
+                raise StepFailed(f"compare: {folder.root}: {'; '.join(problems)}")
+            found.append(summary)
         elif run.run_json.is_file():            # figures made here, never written into a saved run
-            found.append(single.summarize(run.root, write=False, use_gcviewer=False))
+            found.append(single.summarize(run.root, write=False, use_gcviewer=False))   # says what is missing
     return found
 
 
@@ -34,7 +40,8 @@ def _values(summaries: list[dict], key: str, column: str) -> list[float]:
 
 
 def _about(folder: RunFolder, summaries: list[dict]) -> dict:
-    top = json.loads(folder.summary_json.read_text()) if folder.summary_json.is_file() else (summaries or [{}])[0]
+    top = (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file() else None) \
+        or (summaries or [{}])[0]
     run = top.get("run") or {}
     return {"run_id": folder.root.name, "path": str(folder.root), "trials": len(summaries),
             "repeated": repeated.is_repeated(folder.root), "schedule": run.get("schedule"),

@@ -24,6 +24,10 @@ from pathlib import Path
 from lab.analysis import steady as steady_state
 from lab.analysis.numbers import percentile
 
+# A failed sample's message can carry a whole answer (JMeter writes it into the CSV): Python's default field
+# limit (128 KiB) would stop the reading at such a row. The limit is the process's, and every reader here is the lab's.
+csv.field_size_limit(2**31 - 1)
+
 PERCENTILES = (50, 90, 95, 99)
 ERROR_RATE_THRESHOLD = 0.01
 THRESHOLD_BUCKET_S = 10                 # = LATENCY_BUCKET_S: the threshold is read on the latency buckets

@@ -35,6 +35,7 @@ def engine_ports() -> tuple[int, int]:
     return (int(role_default("jmeter_engine", "jmeter_engine_port")),
             int(role_default("jmeter_engine", "jmeter_engine_object_port")))
 KEYTOOL_TIMEOUT_S = 120
+PASSWORD_ENV = "LAB_RMI_KEYSTORE_PASSWORD"     # keytool reads the password from it (-storepass:env)
 
 
 @dataclass(frozen=True)
@@ -97,11 +98,13 @@ def _new_keystore(folder: Path, keystore: Path, keytool: str | None) -> str:
     os.chmod(folder, 0o700)
     password = secrets.token_hex(16)
     keystore.unlink(missing_ok=True)
+    # The password through keytool's environment: a command line is every local user's to read (ps, /proc)
     command = [keytool or _keytool(), "-genkeypair", "-alias", KEY_ALIAS, "-keyalg", "RSA", "-keysize", "2048",
                "-validity", "3650", "-dname", "CN=camel-tuning-lab JMeter RMI", "-storetype", "PKCS12",
-               "-keystore", str(keystore), "-storepass", password, "-keypass", password]
+               "-keystore", str(keystore), "-storepass:env", PASSWORD_ENV, "-keypass:env", PASSWORD_ENV]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=KEYTOOL_TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=KEYTOOL_TIMEOUT_S,
+                              env={**os.environ, PASSWORD_ENV: password})
     except (OSError, subprocess.TimeoutExpired) as error:
         raise LoadError(f"making JMeter's RMI keystore failed ({command[0]}): {error}") from error
     if done.returncode != 0:

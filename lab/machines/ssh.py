@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import subprocess
 import tempfile
 from contextlib import AbstractContextManager
+from glob import escape as fnmatch_escape
 from pathlib import Path
 
 from lab.errors import StepFailed
@@ -76,9 +78,6 @@ class SshBackend:
     def run_in(self, name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
         return self._module(name, "ansible.builtin.command", json.dumps({"argv": argv}), argv, timeout)
 
-    def _shell(self, name: str, script: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        return self._module(name, "ansible.builtin.shell", script, [script], timeout)
-
     def _module(self, name: str, module: str, args: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
         env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
                "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
@@ -110,7 +109,17 @@ class SshBackend:
         return known.processes if known else ()
 
     def remove(self, name: str, glob: str) -> None:
-        result = self._shell(name, f"rm -f -- {self.home(name)}/{glob}")
+        """As root, so by an argument vector, never a shell: a file's name comes from the machine, where the
+        service account names its dumps. find matches the glob at its own depth under lab_home (which exists, where
+        a folder of the glob may not yet) and never follows a link."""
+        folder, pattern = posixpath.split(glob)
+        if not pattern or any(magic in folder for magic in "*?["):
+            raise ValueError(f"remove: {glob!r} must be a folder under lab_home and a file name pattern")
+        home = str(self.home(name))
+        depth = str(len([part for part in folder.split("/") if part]) + 1)
+        result = self.run_in(name, ["find", "-P", home, "-mindepth", depth, "-maxdepth", depth, "-path",
+                                    posixpath.join(fnmatch_escape(home), folder, pattern),
+                                    "(", "-type", "f", "-o", "-type", "l", ")", "-delete"])
         if result.returncode != 0:
             raise StepFailed(f"{name}: could not remove {glob}: {result.stderr.strip()}")
 

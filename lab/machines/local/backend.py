@@ -2,6 +2,8 @@
 supervisord (the rest of this package creates and removes them)."""
 from __future__ import annotations
 
+import grp
+import pwd
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +20,7 @@ from lab.machines.local.machine import LocalBackendError, machines
 from lab.machines.local.network import _enter_netns, run_in
 from lab.machines.protocol import Pulled, copy_no_follow
 from lab.paths import INVENTORIES, LOCAL_ROOT
+from lab.progress import info
 
 
 class LocalBackend:
@@ -83,14 +86,9 @@ class LocalBackend:
             down(machine)
         swap.remove(self.swapfile)
         self.memory_file.unlink(missing_ok=True)
-        # The account the playbook created on this host for the machines' processes.
         known = [m for m in (manifest.read_or_none(name) for name in self.machines) if m]
-        user = known[0].user if known else str(manifest.role_default("lab", "lab_user"))
-        group = known[0].group if known else str(manifest.role_default("lab", "lab_group"))
-        if subprocess.run(["id", user], capture_output=True).returncode == 0:
-            subprocess.run(["userdel", user], check=True)
-        if subprocess.run(["getent", "group", group], capture_output=True).returncode == 0:
-            subprocess.run(["groupdel", group], check=True)
+        remove_account(known[0].user if known else str(manifest.role_default("lab", "lab_user")),
+                       known[0].group if known else str(manifest.role_default("lab", "lab_group")))
         for name in self.machines:
             manifest.forget(name)
         remove_if_empty(LOCAL_ROOT)
@@ -157,3 +155,22 @@ class LocalBackend:
 
     def journal(self, name: str, since: float, until: float) -> str:
         return ""  # supervisord's own log is collected with the evidence instead
+
+
+def remove_account(user: str, group: str) -> None:
+    """The account the playbook created on this host for the machines' processes, and its group: only if the
+    account carries the lab's comment (the lab role refuses to take over any other), the group only as its own."""
+    try:
+        account = pwd.getpwnam(user)
+    except KeyError:
+        return
+    if account.pw_gecos != str(manifest.role_default("lab", "lab_user_comment")):
+        info(f"the account {user} was not made by the lab (its comment is {account.pw_gecos!r}): left as it is")
+        return
+    subprocess.run(["userdel", user], check=True)
+    try:
+        own = grp.getgrnam(group).gr_gid == account.pw_gid
+    except KeyError:
+        return          # userdel removed it with the account (USERGROUPS_ENAB)
+    if own:
+        subprocess.run(["groupdel", group], check=True)

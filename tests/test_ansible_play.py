@@ -1,0 +1,237 @@
+"""Ansible's plays run here, on this host, against no machine: the manifest, the roles' templates and handlers
+rendered through ansible-playbook, and the lab role's account checks (tests/test_ansible.py: the tree itself)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+from test_ansible import ANSIBLE, ENV, LOCAL_INVENTORY, RECAP, VENV_BIN, _yaml
+
+pytestmark = pytest.mark.fast
+
+
+EVIDENCE = {
+    "pcp": ["pcp/archives/current.*"],
+    "gc": ["app/gc/gc.log*"],
+    "logs": ["app/logs/app.log", "httpd/logs/error.log", "logs/camel-app.out", "logs/httpd.out",
+             "logs/mock-service.out", "logs/pmcd.out", "logs/supervisord.log", "pcp/logs/pmcd.log",
+             "pcp/logs/linux.log", "pcp/logs/proc.log", "pcp/logs/apache.log",
+             "pcp/logs/openmetrics.log", "pcp/archives/pmlogger.log"],
+    "crash": ["app/dumps/hs_err_pid*.log", "app/dumps/*.hprof"],
+}
+# Role templates rendered by render_play's tag templates (role/templates/<file>).
+ROLE_TEMPLATES = ("camel_app/templates/application.properties.j2", "httpd/templates/httpd.conf.j2",
+                  "pcp/templates/pmlogger.config.j2")
+HANDLERS = {"Restart the Camel service": "camel-app", "Restart HTTPD": "httpd", "Restart the mock backend": "mock-service",
+            "Restart pmcd": "pmcd"}
+WIRED = ["httpd_backend_host", "httpd_backend_http_port", "httpd_backend_ajp_port", "camel_app_backend_url", "pcp_apache_port",
+         "pcp_openmetrics_endpoints", "lab_service_path"]
+
+
+def render_play(tmp_path):
+    """A play beside the real host_vars and group_vars that loads site.yml's roles (for their variables;
+    --tags runs none of their tasks) and renders the manifest template into tmp_path/out, once with the
+    template module (the machine's copy) and once with the template lookup (the controller's copy); the
+    tag manifest runs the lab role's real manifest tasks."""
+    play_dir = tmp_path / "ansible"
+    play_dir.mkdir()
+    for folder in ("group_vars", "host_vars"):
+        (play_dir / folder).symlink_to(ANSIBLE / folder)
+    site = _yaml(ANSIBLE / "site.yml")
+    roles = next(play["roles"] for play in site if "roles" in play)
+    template = str(ANSIBLE / "roles" / "lab" / "templates" / "manifest.json.j2")
+    out = str(tmp_path / "out")
+    tasks = [
+        {"name": "Render with the template module", "tags": ["render"], "ansible.builtin.template": {
+            "src": template, "dest": out + "/{{ inventory_hostname }}.json", "mode": "0644"}},
+        {"name": "Render with the template lookup", "tags": ["render"], "ansible.builtin.copy": {
+            "content": f"{{{{ lookup('ansible.builtin.template', '{template}') }}}}",
+            "dest": out + "/{{ inventory_hostname }}.lookup.json", "mode": "0644"}},
+        {"name": "Write the wired values", "tags": ["render"], "ansible.builtin.copy": {
+            "content": "{{ {" + ", ".join(f"'{name}': {name}" for name in WIRED) + "} | to_nice_json }}",
+            "dest": out + "/{{ inventory_hostname }}.wiring.json", "mode": "0644"}},
+        {"name": "Load HTTPD's per-OS values", "tags": ["templates"], "ansible.builtin.include_vars": {
+            "file": str(ANSIBLE / "roles" / "httpd" / "vars" / "Debian.yml")}},
+        {"name": "Render the roles' configuration templates", "tags": ["templates"], "ansible.builtin.template": {
+            "src": str(ANSIBLE / "roles") + "/{{ item }}", "dest": out + "/{{ inventory_hostname }}-{{ item | basename | splitext | first }}",
+            "mode": "0644"},
+         "loop": list(ROLE_TEMPLATES)},
+        {"name": "Run the manifest tasks", "tags": ["manifest"], "ansible.builtin.include_role": {
+            "name": "lab", "tasks_from": "manifest", "apply": {"tags": ["manifest"]}}},
+        {"name": "Notify every role's restart handler", "tags": ["handlers"], "ansible.builtin.debug": {"msg": "notify"},
+         "changed_when": True, "notify": list(HANDLERS)},
+    ]
+    (tmp_path / "out").mkdir()
+    play = [{"name": "Render the manifest", "hosts": "lab_machines", "gather_facts": False, "roles": roles, "tasks": tasks}]
+    path = play_dir / "render.yml"
+    path.write_text(yaml.safe_dump(play, sort_keys=False))
+    return path
+
+
+def run_render(play, *args: str) -> dict[str, int]:
+    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY), str(play), *args],
+                            cwd=play.parent, env=ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {host: int(changed) for host, changed, _ in RECAP.findall(result.stdout)}
+
+
+def test_the_manifest_renders_to_the_machines_layout_as_valid_json(tmp_path):
+    play = render_play(tmp_path)
+    assert run_render(play, "--tags", "render") == {"default": 3, "tuned": 3}
+    assert run_render(play, "--tags", "render") == {"default": 0, "tuned": 0}, "a second run changes nothing"
+    inventory = _yaml(LOCAL_INVENTORY)["lab_machines"]["hosts"]
+    for machine in ("default", "tuned"):
+        text = (tmp_path / "out" / f"{machine}.json").read_text()
+        assert text == (tmp_path / "out" / f"{machine}.lookup.json").read_text(), "the two copies are the same JSON"
+        manifest = json.loads(text)
+        assert list(manifest) == ["schema", "machine", "address", "home", "user", "group", "service_manager",
+                                  "service_path", "app_path", "backend_url", "ports", "tls", "processes",
+                                  "pcp_archive", "evidence"]
+        assert manifest == {
+            "schema": 1, "machine": machine, "address": inventory[machine]["ansible_host"],
+            "home": inventory[machine]["lab_home"], "user": "camellab", "group": "camellab",
+            "service_manager": "supervisord", "service_path": "/svc/camel/mock",
+            "app_path": "/camel/mock", "backend_url": "http://127.0.0.1:9090/data",
+            "ports": {"httpd": 80, "app_http": 8080, "app_ajp": 8009, "app_management": 8081, "mock": 9090,
+                      "pmcd": 44321},
+            "tls": None,
+            "processes": ["camel-app", "httpd", "mock-service", "pmcd", "pmlogger"],
+            "pcp_archive": "pcp/archives/current", "evidence": EVIDENCE}
+        wiring = json.loads((tmp_path / "out" / f"{machine}.wiring.json").read_text())
+        assert wiring == {"httpd_backend_host": "127.0.0.1", "httpd_backend_http_port": 8080, "httpd_backend_ajp_port": 8009,
+                          "camel_app_backend_url": "http://127.0.0.1:9090/data", "pcp_apache_port": 80,
+                          "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8081/actuator/prometheus"},
+                          "lab_service_path": "/svc/camel/mock"}
+
+
+def test_what_listens_beyond_the_machine_is_httpd_only(tmp_path):
+    play = render_play(tmp_path)
+    run_render(play, "--tags", "templates")
+    out = tmp_path / "out"
+    for machine in ("default", "tuned"):
+        properties = dict(line.split("=", 1) for line in (out / f"{machine}-application.properties").read_text()
+                          .splitlines() if "=" in line and not line.startswith("#"))
+        assert (properties["server.address"], properties["management.server.address"]) == ("127.0.0.1", "127.0.0.1")
+        assert "lab.ajp.address" not in properties        # Tomcat's AJP default: loopback
+        httpd = (out / f"{machine}-httpd.conf").read_text()
+        assert re.search(r"^ServerTokens Prod$", httpd, re.M) and re.search(r"^TraceEnable Off$", httpd, re.M)
+        assert re.search(r"ProxyPass (http|ajp)://127\.0\.0\.1:", httpd), httpd
+        # pmlogger's own parser accepts the [access] section that closes its control port to other hosts.
+        config = out / f"{machine}-pmlogger.config"
+        assert re.search(r"^\[access\]\ndisallow \* : all;\nallow localhost : all;$", config.read_text(), re.M)
+        checked = subprocess.run(["pmlogger", "-o", "-C", "-c", str(config)], capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_tls_at_httpd_adds_its_listener_and_tells_the_manifest(tmp_path):
+    play = render_play(tmp_path)
+    run_render(play, "--tags", "render,templates", "-e", json.dumps({"httpd_tls_enabled": True, "httpd_tls_port": 8443,
+                                                                      "httpd_tls_session_cache": "none"}))
+    out = tmp_path / "out"
+    for machine in ("default", "tuned"):
+        manifest = json.loads((out / f"{machine}.json").read_text())
+        assert manifest["tls"] == {"port": 8443, "ca": str(play.parent / ".." / ".cache" / "secrets" / "tls" / "ca.pem")}
+        httpd = (out / f"{machine}-httpd.conf").read_text()
+        assert re.search(r"^Listen \*:80$", httpd, re.M) and re.search(r"^Listen \*:8443$", httpd, re.M)
+        assert re.search(r"^<VirtualHost \*:8443>\n    SSLEngine on$", httpd, re.M)
+        assert re.search(r"^SSLSessionCache none$", httpd, re.M) and "socache_shmcb" not in httpd
+        assert re.search(r"^LoadModule ssl_module \S+/mod_ssl\.so$", httpd, re.M)
+
+
+def test_one_role_s_value_follows_another_s(tmp_path):
+    play = render_play(tmp_path)
+    changed = {"camel_app_http_port": 8180, "camel_app_ajp_port": 8109, "camel_app_management_port": 8181,
+               "mock_service_port": 9190, "httpd_port": 8000, "httpd_proxy_path": "/api",
+               "camel_app_home": "/srv/service", "pcp_home": "/srv/pcp"}
+    run_render(play, "--tags", "render", "--limit", "tuned", "-e", json.dumps(changed))
+    wiring = json.loads((tmp_path / "out" / "tuned.wiring.json").read_text())
+    assert wiring == {"httpd_backend_host": "127.0.0.1", "httpd_backend_http_port": 8180, "httpd_backend_ajp_port": 8109,
+                      "camel_app_backend_url": "http://127.0.0.1:9190/data", "pcp_apache_port": 8000,
+                      "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8181/actuator/prometheus"},
+                      "lab_service_path": "/api/camel/mock"}
+    manifest = json.loads((tmp_path / "out" / "tuned.json").read_text())
+    assert manifest["ports"] == {"httpd": 8000, "app_http": 8180, "app_ajp": 8109, "app_management": 8181,
+                                 "mock": 9190, "pmcd": 44321}
+    # Folders outside lab_home are named from it: the evidence follows the roles' layout.
+    assert manifest["evidence"]["gc"] == ["../../../../../srv/service/gc/gc.log*"]
+    assert manifest["pcp_archive"] == "../../../../../srv/pcp/archives/current"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the machine's copy is owned by root")
+def test_the_manifest_tasks_write_both_copies_once(tmp_path):
+    play = render_play(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    args = ("--tags", "manifest", "--limit", "tuned", "-e", f"lab_home={home}",
+            "-e", f"lab_manifest_dir={tmp_path / 'manifests'}")
+    assert run_render(play, *args) == {"tuned": 3}  # the controller folder and the two copies
+    assert run_render(play, *args) == {"tuned": 0}, "a second run changes nothing"
+    on_machine = (home / "manifest.json").read_text()
+    assert on_machine == (tmp_path / "manifests" / "tuned.json").read_text()
+    assert json.loads(on_machine)["home"] == str(home)
+    assert oct((home / "manifest.json").stat().st_mode & 0o777) == "0o644"
+
+
+def test_the_roles_handlers_run_the_lab_roles_restart_tasks(tmp_path):
+    """Each topic the roles notify reaches lab's restart.yml with its process; a process the run has
+    just (re)started is not restarted again (here all of them: nothing is restarted for real)."""
+    play = render_play(tmp_path)
+    for manager in ("supervisord", "systemd"):
+        started = json.dumps({"lab_services_started": list(HANDLERS.values()), "lab_service_manager": manager})
+        result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY), str(play),
+                                 "--tags", "handlers", "--limit", "tuned", "-e", started],
+                                cwd=play.parent, env=ENV, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        for topic, process in HANDLERS.items():
+            role = {"camel-app": "camel_app", "mock-service": "mock_service", "pmcd": "pcp"}.get(process, process)
+            assert f"RUNNING HANDLER [{role} : {topic}]" in result.stdout
+            assert f"included: {ANSIBLE}/roles/lab/tasks/restart.yml for tuned" in result.stdout
+            ran = result.stdout.split(f"RUNNING HANDLER [{role} : Restart under {manager} - {process}]")[1]
+            assert ran.split("\n")[1].startswith("skipping: [tuned]"), ran[:300]
+
+
+def test_the_audit_workload_knobs_reach_the_services_properties(tmp_path):
+    # Both machines log a request and a reply line (the knobs the same on both); the write-up's workload turns
+    # every one on, and the jar's own tests check each changes the audit log as it says.
+    play = render_play(tmp_path)
+    run_render(play, "--tags", "templates")
+    knobs = {"lab.audit.headers": "camel_app_audit_headers", "lab.audit.backend-body": "camel_app_audit_backend_body",
+             "lab.audit.pretty-reply": "camel_app_audit_pretty_reply", "camel.springboot.tracing": "camel_app_camel_tracing"}
+
+    def properties(machine: str) -> dict:
+        text = (tmp_path / "out" / f"{machine}-application.properties").read_text()
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    for machine in ("default", "tuned"):
+        assert {name: properties(machine)[name] for name in knobs} == dict.fromkeys(knobs, "false")
+    run_render(play, "--tags", "templates", "--limit", "tuned", "-e", json.dumps(dict.fromkeys(knobs.values(), True)))
+    assert {name: properties("tuned")[name] for name in knobs} == dict.fromkeys(knobs, "true")
+
+
+def test_the_lab_role_never_takes_over_an_account_it_did_not_make(tmp_path):
+    # The account tasks against this host, in check mode: the checks read the host's accounts, nothing is made.
+    # One host per case, so that one run tries them all (a host refused does not stop the others).
+    cases = {"other-account": ("daemon", "camellab-test-none"),        # a system account the lab did not make
+             "other-group": ("camellab-test-none", "daemon"),          # a group that is not the lab account's own
+             "fresh": ("camellab-test-none", "camellab-test-none")}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {
+        "hosts": {case: {"lab_user": user, "lab_group": group} for case, (user, group) in cases.items()},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                 "lab_user_comment": _yaml(ANSIBLE / "roles" / "lab" / "defaults" / "main.yml")["lab_user_comment"]}}}))
+    play = tmp_path / "account.yml"
+    play.write_text(yaml.safe_dump([{"name": "Account", "hosts": "all", "gather_facts": False,
+                                     "tasks": [{"name": "Run the lab role's account tasks",
+                                                "ansible.builtin.import_tasks":
+                                                    str(ANSIBLE / "roles" / "lab" / "tasks" / "account.yml")}]}]))
+    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), "--check", str(play)],
+                            capture_output=True, text=True, env=ENV, cwd=ANSIBLE, timeout=300)
+    failed = {host: int(failures) for host, _, failures in RECAP.findall(result.stdout)}
+    assert failed == {"other-account": 1, "other-group": 1, "fresh": 0}, result.stdout[-3000:]
+    for case in ("other-account", "other-group"):
+        user, group = cases[case]
+        assert f"lab_user {user} or lab_group {group} names an account or group this host already has" in result.stdout
+    assert subprocess.run(["getent", "passwd", "camellab-test-none"], capture_output=True).returncode != 0
