@@ -38,6 +38,14 @@ def host(tmp_path: Path):
                    checkout=REPO, legacy_file=tmp_path / "legacy.json")
 
 
+def local_connection_inventory(path: Path) -> Path:
+    """An inventory at path whose default and tuned are this host over Ansible's local connection: the ssh
+    backend's modules and JSON callback, exercised without a machine."""
+    path.write_text("lab_machines:\n  hosts:\n    default: {}\n    tuned: {}\n  vars:\n"
+                    "    ansible_connection: local\n    ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
+    return path
+
+
 @pytest.fixture(scope="session")
 def fast_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """PATH without the programs only `make test` installs (Vagrant, libvirt, qemu...): what `make check` has."""

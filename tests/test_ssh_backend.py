@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import local_connection_inventory
 from lab.errors import StepFailed
 from lab.machines.ssh import SshBackend
 
@@ -16,15 +17,12 @@ pytestmark = pytest.mark.fast
 
 @pytest.fixture()
 def machine(tmp_path, monkeypatch) -> tuple[SshBackend, Path]:
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("lab_machines:\n  hosts:\n    default: {}\n    tuned: {}\n  vars:\n"
-                         "    ansible_connection: local\n    ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
     home = tmp_path / "home"
     (home / "app" / "dumps").mkdir(parents=True)
     (home / "pcp").mkdir()
     monkeypatch.setattr(SshBackend, "home", lambda self, name: str(home))
     monkeypatch.chdir(tmp_path)             # where a command smuggled in a file name would write
-    return SshBackend(inventory), home
+    return SshBackend(local_connection_inventory(tmp_path / "hosts.yml")), home
 
 
 def test_a_crash_files_name_never_runs_as_a_command_when_it_is_removed(machine, tmp_path):

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from conftest import local_connection_inventory
 from lab import status
 
 pytestmark = pytest.mark.fast
@@ -44,8 +45,5 @@ def test_commands_reach_a_machine_through_ansible_and_come_back_as_json(tmp_path
     # venv's ansible-core, its collections and that callback are exercised without a machine. (With ansible-core
     # alone the JSON callback is missing and every read came back empty: every VM's configuration was "None".)
     from lab.machines.ssh import SshBackend
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("lab_machines:\n  hosts:\n    default: {}\n    tuned: {}\n  vars:\n"
-                         "    ansible_connection: local\n    ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
-    answer = SshBackend(inventory).run_in("tuned", ["sh", "-c", "echo from the machine; echo oops >&2; exit 3"])
+    answer = SshBackend(local_connection_inventory(tmp_path / "hosts.yml")).run_in("tuned", ["sh", "-c", "echo from the machine; echo oops >&2; exit 3"])
     assert (answer.returncode, answer.stdout, answer.stderr) == (3, "from the machine", "oops")

@@ -14,7 +14,6 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO))
 from lab import evidence  # noqa: E402
-from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import MACHINES, choose  # noqa: E402
 from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_inventory, vagrant_states  # noqa: E402
 
@@ -169,11 +168,9 @@ def test_vagrant_is_the_default_only_with_an_accelerated_provider(tools, plugins
     assert name == expected and why
 
 
-def test_start_sh_says_which_backend_it_chose_and_why(tmp_path, capsys):
+def test_start_sh_says_which_backend_it_chose_and_why(host, capsys):
     # With a host record of its own (this host's real one may name another checkout's lab): none, then one up.
     from lab import cli
-    host = HostLab(owner_file=tmp_path / "owner.json", busy_file=tmp_path / "busy.lock", checkout=tmp_path,
-                   legacy_file=tmp_path / "legacy.json")
     expected, why = choose.default_backend()
     assert cli.main(["status", "--json"], host=host) == 0
     assert f"Backend: {expected} ({why}; --backend chooses another)" in capsys.readouterr().err

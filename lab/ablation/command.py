@@ -16,7 +16,6 @@ from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
 from lab.progress import info
-from lab.runfolder import RunFolder
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         options.ablation(args)                          # refuses options that would change the plan
         ablation = Ablation.resume(typed)
         problems: list[str] = []
-        record = RunFolder(ablation.root).read_json(ablation.file, problems, "ablation") or {}
+        record = ablation.record(problems)
         if not isinstance(record.get("plan"), dict):
             raise StepFailed(f"--resume {typed}: {'; '.join(problems) or f'{ablation.file} holds no plan'}: it cannot "
                              "be continued (start a new ablation)")

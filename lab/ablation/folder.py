@@ -92,8 +92,9 @@ class Ablation:
                 return cls(root.resolve())
         raise StepFailed(f"--resume {typed}: no ablation there (no {ABLATION_JSON} in {typed} nor in {runs / typed})")
 
-    def record(self) -> dict:
-        return RunFolder(self.root).read_json(self.file, [], "ablation") or {}
+    def record(self, problems: list[str] | None = None) -> dict:
+        """ablation.json ({} if it cannot be read; why, appended to problems)."""
+        return RunFolder(self.root).read_json(self.file, [] if problems is None else problems, "ablation") or {}
 
     def update(self, **fields) -> None:
         RunFolder.write_json(self.file, {**self.record(), **fields})

@@ -22,8 +22,8 @@ def _summaries(folder: RunFolder) -> list[dict]:
     runs = folder.trials() or [folder]
     found = []
     for run in runs:
-        problems: list[str] = []
         if run.summary_json.is_file():
+            problems: list[str] = []
             summary = run.read_json(run.summary_json, problems, "summary")
             if summary is None:
                 raise StepFailed(f"compare: {folder.root}: {'; '.join(problems)}")
