@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import aa, evidence, interrupts, knobs, load, placement, profiles, provenance, report, status
+from lab import aa, evidence, generator, interrupts, knobs, load, placement, profiles, provenance, report, status
 from lab import limits as lab_limits
 from lab.analysis import thresholds
 from lab.analysis.headline import headline
@@ -18,6 +17,7 @@ from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.load.abort import ThresholdWatch
 from lab.load.engines import Engines
+from lab.load.network import ClientNetwork
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, REPO
@@ -276,6 +276,10 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
     backend, profile, schedule, wiring = setup.backend, setup.profile, setup.schedule, setup.wiring
     # JMeter on CPUs of its own when the placement gives it some (taskset)
     cpus = setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None
+    if isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation":
+        measured.phase = "measuring the load generator's ceiling"
+        generator.measure_ceiling(backend, _targets(setup), profile, folder, cpus, measured.problems)
+    measured.phase = "starting PCP's logger"
     with step(f"Starting PCP's logger on {_both(order)}"):
         for name in order:
             measured.recording.append(name)
@@ -285,12 +289,14 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
              f"{' per machine' if schedule == 'sequential' and len(order) > 1 else ''}; Ctrl-C stops cleanly)")
     with step(title):
         try:
-            with _load_generator(setup, folder) as engines:
-                measured.load_generator = engines.as_json() if engines else {"where": "JMeter on this host"}
+            with generator.load_generator(backend, _targets(setup), setup.mode, folder) as sender:
+                engines = sender if isinstance(sender, Engines) else None
+                measured.load_generator = sender.as_json() if sender else {"where": "JMeter on this host"}
                 measured.result = load.run(
                     {name: wiring[name].base_url for name in order}, profile, folder.jmeter.root,
                     schedule=schedule, on_progress=load.print_progress, path=wiring["default"].service_path,
                     order=order, engines=engines, cpus=cpus,
+                    network=sender if isinstance(sender, ClientNetwork) else None,
                     stop_when=ThresholdWatch(setup.mode["thresholds"], getattr(profile, "ramp_s", 0))
                     if setup.mode.get("stop_on_fail") else None)
                 if engines is None:                 # JMeter's own affinity (an engine's is in its where)
@@ -324,22 +330,13 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
         measured.problems.extend(lab_limits.measure(backend, profile, wiring, folder, cpus))
 
 
+def _targets(setup: _Setup) -> list[tuple[str, int]]:
+    """Where the load generator must reach each machine: its address and client port."""
+    return [(wiring.address, wiring.client_port) for wiring in setup.wiring.values()]
+
+
 def _both(machines: tuple[str, ...]) -> str:
     return "both machines" if len(machines) > 1 else f"the {machines[0]} machine"
-
-
-@contextmanager
-def _load_generator(setup: _Setup, folder: RunFolder) -> Iterator[Engines | None]:
-    """The remote engines the run asked for (--load-from loadgen), for the length of one load; else None."""
-    if setup.mode.get("load_from") != "loadgen":
-        yield None
-        return
-    targets = [(wiring.address, wiring.client_port) for wiring in setup.wiring.values()]
-    with ExitStack() as stack:
-        with step("Starting the load generator's JMeter engine"):
-            engines = stack.enter_context(setup.backend.engines(targets, folder.jmeter.engine_log,
-                                                                folder.jmeter.engine_out))
-        yield engines
 
 
 def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: RunFolder,

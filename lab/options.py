@@ -77,6 +77,9 @@ def capacity_options() -> argparse.ArgumentParser:
                          help=f"added at each step (default {steps.step_rps})")
     options.add_argument("--step-length", type=int, default=unset, metavar="SECONDS",
                          help=f"each step (default {steps.step_s} s)")
+    options.add_argument("--warmup", type=int, default=unset, metavar="SECONDS",
+                         help=f"first, the start rate this long warms each machine up, not judged (default "
+                              f"{steps.warmup_s} s; --quick {load.QUICK_STEPS.warmup_s} s; 0: none)")
     options.add_argument("--max-rate", type=int, default=unset, metavar="RPS",
                          help=f"the last step at most (default {steps.max_rps})")
     options.add_argument("--stop-after-misses", type=int, default=unset, metavar="N",
@@ -155,7 +158,8 @@ _USER_OPTIONS = (("--users", "users", 1), ("--ramp", "ramp_s", 0), ("--duration"
                  ("--think", "think_ms", 0))
 # option, StepLoad field, smallest value
 _STEP_OPTIONS = (("--start-rate", "start_rps", 1), ("--step-rate", "step_rps", 1), ("--step-length", "step_s", 1),
-                 ("--max-rate", "max_rps", 1), ("--stop-after-misses", "stop_after_misses", 1))
+                 ("--max-rate", "max_rps", 1), ("--stop-after-misses", "stop_after_misses", 1),
+                 ("--warmup", "warmup_s", 0))
 
 
 def _given(args: argparse.Namespace, option: str) -> object:

@@ -40,7 +40,8 @@ class JMeterFolder:
     root: Path
     ENGINE: ClassVar[str] = "engine"        # a remote engine's own files, beside the machines' folders
     LIMITS: ClassVar[str] = "limits"        # the host's limits, laid out as this folder is
-    NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS)
+    GENERATOR: ClassVar[str] = "generator"  # the load generator's ceiling (lab/load/ceiling.py), idem
+    NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS, GENERATOR)
 
     @property
     def log(self) -> Path:
@@ -72,6 +73,12 @@ class JMeterFolder:
     def engine_out(self) -> Path:
         """That engine's standard output and error."""
         return self.root / self.ENGINE / "engine.out"
+
+    @property
+    def generator(self) -> JMeterFolder:
+        """The load generator's ceiling, measured before a capacity run's load (lab/load/ceiling.py), laid out as a
+        run's jmeter/ is, with target.json: what it loaded, how."""
+        return JMeterFolder(self.root / self.GENERATOR)
 
     def limits(self, kind: str) -> JMeterFolder:
         """One of the host's limits (lab/limits.py: the service without HTTPD, the mock alone), laid out as a

@@ -6,6 +6,7 @@ import csv
 import json
 import random
 import xml.etree.ElementTree as ET
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,13 @@ from lab.load.jmeter import PLAN
 from lab.load.openmodel import IDLE_SCHEDULE, Slo, StepLoad, StepWatch, open_plan
 from lab.load.run import CSV_COLUMNS
 from lab.report import render
+from lab.runfolder import JMeterFolder
 
 pytestmark = pytest.mark.fast
 
+# Every step judged (no warm-up step): the tests of the rules that judge them; the warm-up has tests of its own.
 STEPS = StepLoad(start_rps=100, step_rps=100, step_s=10, max_rps=600, connect_timeout_ms=2000,
-                 response_timeout_ms=3000)
+                 response_timeout_ms=3000, warmup_s=0)
 T0_MS = 1_795_000_000_000
 
 
@@ -136,7 +139,8 @@ def test_a_load_the_watch_ended_mid_step_still_has_its_knee(tmp_path):
 
 def test_the_slo_is_configurable(tmp_path):
     strict = StepLoad(**{**{k: getattr(STEPS, k) for k in ("start_rps", "step_rps", "step_s", "max_rps",
-                                                              "connect_timeout_ms", "response_timeout_ms")},
+                                                              "connect_timeout_ms", "response_timeout_ms",
+                                                              "warmup_s")},
                          "slo": Slo(p99_ms=100)})
     found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200), (4000, 40, 0, 200)],
                      strict)
@@ -153,7 +157,8 @@ def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_cap
                     (5000, 900, 0, 4000)])
     profile = {"model": "open", **{k: getattr(STEPS, k) for k in ("start_rps", "step_rps", "step_s", "max_rps",
                                                                    "connect_timeout_ms", "response_timeout_ms",
-                                                                   "keep_alive", "stop_after_misses")},
+                                                                   "keep_alive", "stop_after_misses",
+                                                                   "warmup_s")},
                "slo": {"p99_ms": 1000, "error_pct": 0.1}}
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "backend": "local", "schedule": "sequential",
                                                    "profile": profile, "started_at": T0_MS / 1000 - 1,
@@ -170,6 +175,94 @@ def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_cap
     assert "200 req/s" in section and "300 req/s" in section and "<strong>1.50×</strong>" in section
     assert 'id="chart-capacity"' in section and "data:image/png;base64," in section
     assert "p99 2500 ms (SLO 1000 ms)" in section                       # how default broke
+    assert "The load generator's ceiling on this host: not measured" in section
+
+
+def _ceiling_folder(root: Path, steps: list[tuple[int, int, float, int]], load: StepLoad) -> JMeterFolder:
+    folder = JMeterFolder(root / "jmeter" / "generator")
+    (folder.root / "default").mkdir(parents=True)
+    _write_results(folder.results("default"), steps)
+    (folder.root / "target.json").write_text(json.dumps({"url": "http://10.213.3.2:8099/ceiling.txt",
+                                                         "group": "default", "where": "JMeter in ctlab-loadgen",
+                                                         "profile": {"model": "open", **asdict(load)}}))
+    return folder
+
+
+def test_the_warm_up_before_the_steps_is_shown_and_never_judged(tmp_path):
+    warm = replace(STEPS, warmup_s=10)
+    assert warm.segments()[:2] == [(100, 10, True), (100, 10, False)] and warm.rates() == STEPS.rates()
+    assert warm.duration_s == STEPS.duration_s + 10 and warm.arrivals()[0] == 1000
+    assert warm.schedule().startswith("rate(100/s) random_arrivals(10 s) rate(100/s) rate(100/s) random_arrivals(10 s)")
+    # a cold JIT: the warm-up's p99 misses the SLO; then the machine keeps up until 400 req/s
+    found = _analyze(tmp_path, [(1000, 900, 0, 3000), (1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200),
+                                (4000, 300, 0, 2500), (5000, 900, 0.05, 4000)], warm)
+    assert [(s["warmup"], s["rate_rps"], s["met"]) for s in found["steps"]] == [
+        (True, 100, None), (False, 100, True), (False, 200, True), (False, 300, True), (False, 400, False),
+        (False, 500, False)]
+    assert found["capacity_rps"] == 300 and found["knee_rps"] == 400 and found["found"]
+    assert "after a 10 s warm-up (not judged)" in warm.describe()
+
+
+def test_the_watch_ignores_the_warm_up_and_starts_the_steps_where_the_analysis_does():
+    warm = replace(STEPS, warmup_s=10)
+    watch = StepWatch(warm)
+    _feed(watch, 0, 1000, 3000)             # the warm-up, every request slow: no miss
+    _feed(watch, 1, 1000, 20)
+    watch.judge(T0_MS + 20_000 + 6_001)
+    assert watch.judged == {0: True} and watch.anchored and watch.origin_ms == T0_MS + 10_000
+    # JMeter started its schedule 0.5 s before its first request and caught up within the first segment: the steps
+    # start at the warm-up's 1000th request, not 10 s after the first; a clock would put the next step's slow
+    # requests into this one and see a miss the analysis does not
+    late = StepWatch(replace(STEPS, warmup_s=10))
+    for k in range(1000):
+        late.add(T0_MS + 500 + int(k * 9_500 / 1000), 20, True)
+    _feed(late, 1, 1000, 20)
+    for k in range(100):                    # the next step: its first 100 requests slow
+        late.add(T0_MS + 20_000 + 4 * k, 2000, True)
+    late.judge(T0_MS + 20_000 + 6_001)
+    assert late.origin_ms == T0_MS + 10_000 and late.judged[0] is True     # a clock from T0 + 500 says False
+
+
+def test_a_run_recorded_before_the_warm_up_has_none():
+    profile = {"model": "open", "start_rps": 100, "step_rps": 100, "step_s": 10, "max_rps": 600,
+               "slo": {"p99_ms": 1000, "error_pct": 0.1}}
+    assert capacity.step_load(profile).warmup_s == 0
+    assert capacity.step_load({**profile, "warmup_s": 30}).warmup_s == 30
+
+
+def test_the_load_generators_ceiling_is_the_last_step_it_delivered_within_the_slo(tmp_path):
+    load = StepLoad(start_rps=100, step_rps=100, step_s=10, max_rps=400, connect_timeout_ms=1000,
+                    response_timeout_ms=1000, stop_after_misses=1, warmup_s=0)
+    # three steps delivered and fast; the fourth's 4,000 requests arrive over 20 s: JMeter fell behind
+    folder = _ceiling_folder(tmp_path / "behind", [(1000, 2, 0, 5), (2000, 2, 0, 5), (3000, 2, 0, 5)], load)
+    rows = folder.results("default").read_text().splitlines()
+    rest = rows[1].split(",", 1)[1]
+    rows += [f"{T0_MS + 30_000 + int(k * 20_000 / 4000)},{rest}" for k in range(4000)]
+    folder.results("default").write_text("\n".join(rows) + "\n")
+    found = capacity.generator_ceiling(folder)
+    assert found["ceiling_rps"] == 300 and not found["reached_max"]
+    assert found["text"] == "300 req/s (at 400 req/s its requests arrived at 200 req/s)"
+    assert [s["delivered"] for s in found["steps"]] == [True, True, True, False]
+    # delivered but slow: the target's answers miss the SLO (a host out of CPU), which ends the ceiling too
+    found = capacity.generator_ceiling(_ceiling_folder(tmp_path / "slow", [(1000, 2, 0, 5), (2000, 2, 0, 5),
+                                                                           (3000, 1500, 0, 3000)], load))
+    assert found["ceiling_rps"] == 200 and found["text"].startswith("200 req/s (at 300 req/s its p99 was 3000 ms")
+    found = capacity.generator_ceiling(_ceiling_folder(tmp_path / "all", [(1000, 2, 0, 5), (2000, 2, 0, 5),
+                                                                          (3000, 2, 0, 5), (4000, 2, 0, 5)], load))
+    assert found["ceiling_rps"] == 400 and found["reached_max"] and found["text"].startswith("at least 400")
+    assert capacity.generator_ceiling(JMeterFolder(tmp_path / "none")) is None       # not measured
+
+
+def test_a_capacity_report_shows_the_load_generators_ceiling(tmp_path):
+    test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_capacity(tmp_path)
+    _ceiling_folder(tmp_path, [(1000, 2, 0, 5), (2000, 2, 0, 5), (3000, 2, 0, 5)],
+                    replace(STEPS, max_rps=300, stop_after_misses=1))
+    summary = summarize(tmp_path, write=True, use_gcviewer=False)
+    assert summary["capacity"]["generator"]["ceiling_rps"] == 300
+    assert summary["machines"]["default"]["capacity"]["capacity_rps"] == 200    # the ceiling is no machine
+    page = render(tmp_path).read_text()
+    section = page[page.index('<section id="capacity">'):page.index('<section id="what-happened">')]
+    assert "The load generator's ceiling on this host: <strong>at least 300 req/s" in section
 
 
 def _feed(watch: StepWatch, step: int, count: int, elapsed: int, ok: bool = True) -> None:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,9 @@ class FakeBackend:
 
     def pinned_cpus(self, name: str) -> str | None:
         return self.pinned.get(name)
+
+    def client_network(self, targets: list) -> AbstractContextManager[None]:
+        return nullcontext(None)        # JMeter in this host's own network
 
 
 @pytest.fixture()

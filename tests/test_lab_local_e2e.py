@@ -34,6 +34,7 @@ from lab.analysis.pcp import pmrep_csv, role_of  # noqa: E402
 from lab.analysis.verdict import ORDER as VERDICT_KINDS  # noqa: E402
 from lab.hostlab import HostLab  # noqa: E402
 from lab.machines import local  # noqa: E402
+from lab.machines.local import loadgen  # noqa: E402
 from lab.machines.local.backend import LocalBackend  # noqa: E402
 from lab.machines.ssh import SshBackend  # noqa: E402
 from lab.paths import LOCAL_ROOT  # noqa: E402
@@ -740,9 +741,45 @@ def test_another_checkout_cannot_touch_the_lab_that_is_up(status, tmp_path):
     assert start("status", timeout=120).returncode == 0
 
 
+def test_a_quick_capacity_run_finds_both_knees_with_no_step_the_load_generator_did_not_deliver(status):
+    # The lab as a new user finds it: its own profile, the placement's schedule (one machine at a time here), JMeter in
+    # the load generator's namespace with a load generator's socket settings there, never on this host.
+    in_phase(None)
+    sysctls = loadgen.CLIENT_SYSCTLS
+    on_host = {name: Path("/proc/sys", *name.split(".")).read_text() for name in sysctls}
+    result = start("capacity", "--quick", timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert {name: Path("/proc/sys", *name.split(".")).read_text() for name in sysctls} == on_host
+    run_dir = (REPO / "runs" / "latest").resolve()
+    run = json.loads((run_dir / "run.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert run["load_generator"]["sysctls"] == sysctls and run["load_generator"]["address"] == "10.213.3.2"
+    assert "10x a machine's share" in run["load_generator"]["where"]
+    # What the generator can send here, measured before the machines' load, from its own results
+    generator = summary["capacity"]["generator"]
+    assert (run_dir / "jmeter" / "generator" / "default" / "results.csv").stat().st_size > 0
+    assert generator["steps"] and generator["ceiling_rps"] >= generator["steps"][0]["rate_rps"], generator
+    assert f"the load generator's ceiling: {generator['text']}" in result.stderr
+    for machine in ("default", "tuned"):
+        found = summary["machines"][machine]["capacity"]
+        steps = found["steps"]
+        assert found["found"] and found["generator_bound_rps"] is None, found
+        # every step up to the knee arrived at its rate, and the knee lies within what the generator can send
+        assert all(s["delivered"] for s in steps if s["rate_rps"] <= found["knee_rps"]), steps
+        assert found["knee_rps"] <= generator["ceiling_rps"], (found["knee_rps"], generator)
+        # the quick run's warm-up came first: shown, not judged
+        assert steps[0]["warmup"] and steps[0]["met"] is None and not any(s["warmup"] for s in steps[1:])
+        assert steps[0]["samples"] == load.QUICK_STEPS.start_rps * load.QUICK_STEPS.warmup_s
+    assert summary["capacity"]["ratio"] is not None
+    html = (run_dir / "report" / "index.html").read_text()
+    assert f"The load generator's ceiling on this host: <strong>{generator['text']}</strong>" in html
+    assert ">warm-up</td>" in html
+
+
 # The steps both capacity tests take on that backend: about four 10 s steps before two in a row miss the SLO (from
 # 100 req/s, which the backend's 175 leave room for: a step below it would prove nothing more).
-SLOW_BACKEND_STEPS = {"start_rps": 100, "step_rps": 50, "step_s": 10, "max_rps": 600}
+# No warm-up: the machines have run the module's loads before (the default profile's capacity test has one).
+SLOW_BACKEND_STEPS = {"start_rps": 100, "step_rps": 50, "step_s": 10, "max_rps": 600, "warmup_s": 0}
 
 
 @pytest.fixture(scope="module")
@@ -770,7 +807,8 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
     plan = SLOW_BACKEND_STEPS
     result = start("capacity", "--quick", "--schedule", "sequential", "--start-rate", str(plan["start_rps"]),
                    "--step-rate", str(plan["step_rps"]), "--step-length", str(plan["step_s"]), "--max-rate",
-                   str(plan["max_rps"]), "--threshold", "capacity_rps_min=100000", timeout=900)
+                   str(plan["max_rps"]), "--warmup", str(plan["warmup_s"]), "--threshold", "capacity_rps_min=100000",
+                   timeout=900)
     assert result.returncode == 3, result.stderr[-4000:]
     run_dir = (REPO / "runs" / "latest").resolve()
     assert re.search(r"^  BROKEN: capacity_rps_min \(default capacity_rps >= 100000 req/s\): \d+ req/s$", result.stderr,

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 from conftest import http_get, wait_for  # noqa: E402
 from lab import placement  # noqa: E402
 from lab.machines import local  # noqa: E402
-from lab.machines.local import LocalBackendError, Machine, lifecycle, network, swap  # noqa: E402
+from lab.machines.local import LocalBackendError, Machine, lifecycle, loadgen, network, swap  # noqa: E402
 from lab.machines.local import machine as local_machine  # noqa: E402
 
 PREFIX = "ctlt"
@@ -391,6 +391,7 @@ def test_cgroup_v2_writes_against_a_fake_root(tmp_path: Path) -> None:
     assert (leaf / "memory.max").read_text() == str(512 * MiB)
     assert (leaf / "memory.swap.max").read_text() == "0"
     assert (leaf / "cpu.max").read_text() == "200000 100000"
+    assert (leaf / "cpu.weight").read_text() == "100"          # the kernel's default share
     assert cgroup.paths == [leaf] and cgroup.procs_files == [leaf / "cgroup.procs"]
     assert (cgroup.memory_limit_bytes(), cgroup.cpu_quota()) == (512 * MiB, 2.0)
     launcher = network._launcher(m, cgroup, ["true"])
@@ -493,3 +494,20 @@ def test_down_removes_only_the_account_the_lab_made(monkeypatch):
     assert ran == [["userdel", "camellab"]]
     local_backend.remove_account("camellab", "camellab")
     assert ran[-2:] == [["userdel", "camellab"], ["groupdel", "camellab"]]
+
+
+@pytest.mark.fast
+def test_the_load_generator_gets_ten_times_a_machines_share_of_contended_cpus(tmp_path: Path) -> None:
+    # An open model's arrivals are as punctual as JMeter's scheduler: on a shared host it must not wait for CPU.
+    generator = loadgen.loadgen_machine(tmp_path / "m", (0, 1), pinned=False)
+    assert generator.cpu_weight == 10 * Machine("t1", 201, tmp_path / "m").cpu_weight
+    root = fake_v2(tmp_path / "v2")
+    local.Cgroup(generator, local.detect_cgroups(root, mounts_file=tmp_path / "no-mounts")).create()
+    assert (root / "ctlab" / "loadgen" / "cpu.weight").read_text() == "1000"
+    # cgroup v1: the same share on its scale (cpu.shares, 1024 for a default machine)
+    layout = local.CgroupLayout(version=1, v1_mounts={"memory": tmp_path / "v1" / "memory",
+                                                      "cpu": tmp_path / "v1" / "cpu"})
+    local.Cgroup(generator, layout).create()
+    assert (tmp_path / "v1" / "cpu" / "ctlab" / "loadgen" / "cpu.shares").read_text() == "10240"
+    with pytest.raises(LocalBackendError, match="cpu_weight 0 is not within 1..10000"):
+        Machine("t1", 201, tmp_path / "m", cpu_weight=0)

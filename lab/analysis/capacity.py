@@ -16,6 +16,7 @@ Definitions (also in summary.json's capacity "basis"):
   missed at less than its rate, so it would at its rate) but never met it: it is not judged then.
   Without a knee, such a step makes the capacity a lower bound: the load generator's limit
   (generator_bound_rps);
+- first, the warm-up (warmup_s at the start rate) warms the machine (its JIT, its pools): shown, never judged;
 - capacity: the highest rate of a step that met the SLO before stop_after_misses consecutive steps
   missed it; the knee: the first of those steps. A machine that met it at every step has a capacity of
   at least the last rate (reached_max), not a measured one.
@@ -23,11 +24,13 @@ Definitions (also in summary.json's capacity "basis"):
 from __future__ import annotations
 
 import bisect
+import json
 from collections import Counter
 
-from lab.analysis.jmeter import Samples, client_side, error_class, error_label
+from lab.analysis.jmeter import Samples, client_side, error_class, error_label, read_results
 from lab.analysis.numbers import percentile
 from lab.load.openmodel import Slo, StepLoad
+from lab.runfolder import JMeterFolder
 
 # A step whose requests arrived at less than this share of its rate measured the load generator.
 DELIVERED = 0.9
@@ -35,15 +38,20 @@ DELIVERED = 0.9
 BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts), its rates over "
          "the span of those starts; p99 as JMeter computes it, failed requests included, the generator's own "
          f"port errors left out; a step the generator did not deliver (arrivals under {DELIVERED:.0%} of the rate, "
-         "or its own errors past the bound) can miss the SLO but not meet it; capacity: the highest rate that met "
+         "or its own errors past the bound) can miss the SLO but not meet it; the warm-up before the steps not judged; capacity: the highest rate that met "
          "the SLO before consecutive steps missed it")
+
+
+CEILING_BASIS = ("JMeter's open model, as a capacity run's, against HTTPD's static file in the load generator's own "
+                 "network (jmeter/generator/): the highest rate whose requests arrived at 90% of it or more and met "
+                 "the run's SLO; on a host whose CPUs JMeter shares with that target, a lower bound of JMeter's own")
 
 
 def step_load(profile: dict) -> StepLoad:
     """The StepLoad a run.json profile describes (ValueError if it is not one)."""
     if profile.get("model") != "open":
         raise ValueError("not an open-model profile")
-    fields = {k: v for k, v in profile.items() if k not in ("model", "slo")}
+    fields = {"warmup_s": 0, **{k: v for k, v in profile.items() if k not in ("model", "slo")}}   # older: no warm-up
     return StepLoad(**fields, slo=Slo(**(profile.get("slo") or {})))
 
 
@@ -52,19 +60,20 @@ def analyze(samples: Samples, load: StepLoad, t0: float) -> dict:
     arrived = sorted(range(len(samples)), key=lambda i: samples.start[i])
     steps = []
     first = 0
-    for number, (rate, count) in enumerate(zip(load.rates(), load.arrivals(), strict=True)):
+    for number, (rate, seconds, warmup) in enumerate(load.segments()):
+        count = rate * seconds
         members = arrived[first:first + count]
         first += count
         if not members:
             break
         steps.append(_step(samples, members, number, rate, load, samples.start[members[0]] / 1000.0 - t0,
-                           planned=count))
+                           planned=count, seconds=seconds, warmup=warmup))
     return {"slo": {"p99_ms": load.slo.p99_ms, "error_pct": load.slo.error_pct, "text": load.slo.describe()},
             "step_s": load.step_s, "steps": steps, **_capacity(steps, load), "basis": BASIS}
 
 
 def _step(samples: Samples, members: list[int], number: int, rate: int, load: StepLoad, start_s: float,
-          planned: int) -> dict:
+          planned: int, seconds: int, warmup: bool) -> dict:
     labels = {i: error_label(samples.code[i], samples.message[i]) for i in members if not samples.ok[i]}
     # What the load generator failed to send (no local port left) never reached the machine: the step is
     # judged on what did, and counts as not delivered when those failures alone break the error bound.
@@ -77,10 +86,12 @@ def _step(samples: Samples, members: list[int], number: int, rate: int, load: St
     partial = len(members) < planned
     # Over the span of its arrivals as JMeter sent them: a load generator that fell behind shows here.
     starts = [samples.start[i] for i in members]
-    span_s = (max(starts) - min(starts)) / 1000.0 if len(members) > 1 and max(starts) > min(starts) else load.step_s
+    span_s = (max(starts) - min(starts)) / 1000.0 if len(members) > 1 and max(starts) > min(starts) else seconds
     arrived_rps = len(members) / span_s
     delivered = (partial or arrived_rps >= DELIVERED * rate) and len(client) <= load.slo.error_pct / 100 * planned
-    if partial:
+    if warmup:                          # the machine warming up (its JIT, its pools): shown, never judged
+        met = None
+    elif partial:
         slow = len(elapsed) - bisect.bisect_right(elapsed, load.slo.p99_ms)
         met = False if load.slo.certainly_missed(slow, len(failed), planned) else None
     else:
@@ -88,7 +99,7 @@ def _step(samples: Samples, members: list[int], number: int, rate: int, load: St
         if met and not delivered:       # met at less than its rate says nothing of the rate; a miss stands
             met = None
     kinds = Counter(labels.values())
-    return {"step": number + 1, "rate_rps": rate, "start_s": round(start_s, 3), "partial": partial,
+    return {"step": number + 1, "rate_rps": rate, "start_s": round(start_s, 3), "partial": partial, "warmup": warmup,
             "arrived_rps": round(arrived_rps, 3), "span_s": round(span_s, 3), "delivered": delivered,
             "answered_rps": round((len(members) - len(failed) - len(client)) / span_s, 3),
             "samples": len(members), "errors": len(failed), "error_rate": round(error_rate, 6),
@@ -113,7 +124,7 @@ def _capacity(steps: list[dict], load: StepLoad) -> dict:
     met = [s for s in before if s["met"]]
     capacity = met[-1] if met else None
     reached_max = knee is None and bool(judged) and judged[-1]["met"] and judged[-1]["rate_rps"] == load.rates()[-1]
-    short = [s for s in steps if not s["delivered"] and (knee is None or s["step"] < knee["step"])]
+    short = [s for s in steps if not s["delivered"] and not s["warmup"] and (knee is None or s["step"] < knee["step"])]
     generator_bound = short[0] if short and knee is None else None
     return {"capacity_rps": capacity["rate_rps"] if capacity else None,
             "capacity_answered_rps": capacity["answered_rps"] if capacity else None,
@@ -169,6 +180,40 @@ def _note(capacity: dict | None, knee: dict | None, reached_max: bool, judged: l
     if capacity is None:
         return f"the first steps already missed the SLO: below {load.start_rps} req/s (start lower: --start-rate)"
     return None
+
+
+def generator_ceiling(folder: JMeterFolder) -> dict | None:
+    """The load generator's ceiling from its own results (lab/load/ceiling.py), or None when it was not measured:
+    the highest rate of its steps that arrived at the rate and met the SLO before the first that did not."""
+    try:
+        target = json.loads((folder.root / "target.json").read_text())
+        load = step_load(target["profile"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    results = folder.results(target.get("group", "default"))
+    samples = read_results(results) if results.is_file() else None
+    if not samples:
+        return {"ceiling_rps": None, "reached_max": False, "steps": [], "where": target.get("where"),
+                "text": "not measured: its load gave no results", "basis": CEILING_BASIS}
+    found = analyze(samples, load, samples.start[0] / 1000.0)
+    ceiling, stopped = None, None
+    for step in found["steps"]:
+        if not (step["delivered"] and step["met"]):
+            stopped = step
+            break
+        ceiling = step["rate_rps"]
+    reached_max = stopped is None and ceiling == load.rates()[-1]
+    if ceiling is None:
+        text = f"under {load.start_rps} req/s"
+    elif reached_max:
+        text = f"at least {ceiling} req/s (every step up to the last met)"
+    else:
+        assert stopped is not None
+        why = (f"its requests arrived at {stopped['arrived_rps']:.0f} req/s" if not stopped["delivered"]
+               else f"its p99 was {stopped['p99_ms']:.0f} ms, errors {stopped['error_rate']:.1%}")
+        text = f"{ceiling} req/s (at {stopped['rate_rps']} req/s {why})"
+    return {"ceiling_rps": ceiling, "reached_max": reached_max, "steps": found["steps"], "where": target.get("where"),
+            "target": target.get("url"), "text": text, "basis": CEILING_BASIS}
 
 
 def compare(machines: dict[str, dict]) -> dict:

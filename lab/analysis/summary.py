@@ -137,6 +137,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     summary["limits"] = limits.analyze(folder, run, summary["machines"], problems)
     if _step_load(run) is not None:
         summary["capacity"] = capacity.compare({name: m.get("capacity") or {} for name, m in summary["machines"].items()})
+        summary["capacity"]["generator"] = capacity.generator_ceiling(folder.jmeter.generator)
     # A trial is not judged alone: its repeated run checks the thresholds on the trials' means.
     if isinstance(run.get("thresholds"), dict) and run["thresholds"] and not folder.is_trial:
         summary["thresholds"] = thresholds.check(summary, run["thresholds"], lost=run.get("threshold_lost"))

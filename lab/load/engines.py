@@ -150,15 +150,16 @@ def split_users(users: int, engines: int) -> int:
     return users // engines
 
 
-def wait_until_listening(address: str, port: int, alive: Callable[[], bool], timeout_s: float) -> None:
-    """Until an engine accepts connections on address:port; LoadError if it dies or takes too long."""
+def wait_until_listening(address: str, port: int, alive: Callable[[], bool], timeout_s: float,
+                         what: str = "the JMeter engine") -> None:
+    """Until a server (an engine) accepts connections on address:port; LoadError if it dies or takes too long."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not alive():
-            raise LoadError(f"the JMeter engine on {address} exited before it listened on port {port}")
+            raise LoadError(f"{what} on {address} exited before it listened on port {port}")
         try:
             with socket.create_connection((address, port), timeout=1.0):
                 return
         except OSError:
             time.sleep(0.5)
-    raise LoadError(f"the JMeter engine on {address} did not listen on port {port} within {timeout_s:.0f} s")
+    raise LoadError(f"{what} on {address} did not listen on port {port} within {timeout_s:.0f} s")

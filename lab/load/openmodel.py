@@ -60,19 +60,26 @@ class StepLoad:
     keep_alive: bool = True
     slo: Slo = field(default_factory=Slo)
     stop_after_misses: int = 2          # consecutive steps that missed the SLO: that machine's load ends
+    warmup_s: int = 60                  # first, start_rps this long warms the machine (JIT, pools): never judged
     model: str = field(default="open", init=False)
 
     def __post_init__(self) -> None:
         for name in ("start_rps", "step_rps", "step_s", "max_rps", "connect_timeout_ms", "response_timeout_ms",
-                     "stop_after_misses"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"StepLoad.{name} must be an integer >= 1, not {value!r}")
+                     "stop_after_misses", "warmup_s"):
+            value, least = getattr(self, name), 0 if name == "warmup_s" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"StepLoad.{name} must be an integer >= {least}, not {value!r}")
         if self.max_rps < self.start_rps:
             raise ValueError(f"StepLoad.max_rps must be at least start_rps ({self.start_rps}), not {self.max_rps}")
 
     def rates(self) -> list[int]:
+        """The judged steps' rates."""
         return list(range(self.start_rps, self.max_rps + 1, self.step_rps))
+
+    def segments(self) -> list[tuple[int, int, bool]]:
+        """The schedule in order: (rate, seconds, is the warm-up) for the warm-up, if any, then each step."""
+        warmup = [(self.start_rps, self.warmup_s, True)] if self.warmup_s else []
+        return warmup + [(rate, self.step_s, False) for rate in self.rates()]
 
     @property
     def drain_s(self) -> int:
@@ -83,12 +90,12 @@ class StepLoad:
     @property
     def duration_s(self) -> int:
         """The whole schedule per machine, when no step ends it early."""
-        return len(self.rates()) * self.step_s + self.drain_s
+        return self.warmup_s + len(self.rates()) * self.step_s + self.drain_s
 
     def arrivals(self) -> list[int]:
-        """Each step's requests: JMeter's schedule makes exactly rate x length arrive in it (its Poisson
-        arrivals are placed within each period, not drawn without end)."""
-        return [rate * self.step_s for rate in self.rates()]
+        """Each segment's requests (the warm-up's first): JMeter's schedule makes exactly rate x length arrive in
+        it (its Poisson arrivals are placed within each period, not drawn without end)."""
+        return [rate * seconds for rate, seconds, _ in self.segments()]
 
     @property
     def ramp_s(self) -> int:
@@ -97,7 +104,7 @@ class StepLoad:
     def schedule(self) -> str:
         """The Open Model Thread Group's schedule: each rate held for a step (rate(r) ... rate(r)), random
         (Poisson) arrivals, as real clients arrive."""
-        return " ".join([*(f"rate({r}/s) random_arrivals({self.step_s} s) rate({r}/s)" for r in self.rates()),
+        return " ".join([*(f"rate({r}/s) random_arrivals({seconds} s) rate({r}/s)" for r, seconds, _ in self.segments()),
                          f"pause({self.drain_s} s)"])
 
     def properties(self) -> dict[str, str]:
@@ -112,16 +119,18 @@ class StepLoad:
         return sum(self.arrivals())
 
     def describe(self) -> str:
-        return (f"open model: {self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s "
-                f"until {self.stop_after_misses} steps miss {self.slo.describe()}")
+        warmup = f" after a {self.warmup_s} s warm-up (not judged)" if self.warmup_s else ""
+        return (f"open model: {self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s"
+                f"{warmup} until {self.stop_after_misses} step{'s miss' if self.stop_after_misses > 1 else ' misses'} "
+                f"{self.slo.describe()}")
 
-    def step_of(self, seconds_from_start: float) -> int | None:
-        """The step (0-based) a request that arrived this long after its machine's load started is in."""
-        index = int(seconds_from_start // self.step_s)
-        return index if 0 <= index < len(self.rates()) and seconds_from_start >= 0 else None
+    def step_of(self, seconds_from_first: float) -> int | None:
+        """The judged step (0-based) a request that arrived this long after the first judged step began is in."""
+        index = int(seconds_from_first // self.step_s)
+        return index if 0 <= index < len(self.rates()) and seconds_from_first >= 0 else None
 
 
-QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600)
+QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30)
 FULL_STEPS = StepLoad()
 
 
@@ -163,42 +172,72 @@ class StepWatch:
     consecutive steps that missed the SLO. A step is judged once every request of it must have ended
     (its end, then the connect and response timeouts), or earlier when its misses are already certain:
     more slow or failed requests than the SLO allows even of the most arrivals the step could have had
-    (its rate x length plus four standard deviations of Poisson arrivals). The report's capacity is
-    computed afterwards from every sample (lab/analysis/capacity.py); this only ends a load that has
-    nothing more to show."""
+    (its rate x length plus four standard deviations of Poisson arrivals). The warm-up is never judged.
+
+    A request belongs to the step it arrived in, with the steps' boundaries where the analysis puts them (by
+    rank, lab/analysis/capacity.py): JMeter starts its schedule a little before its first request and catches
+    up, so once the first segment is over the first judged step starts at the rank-th request (the warm-up's
+    count) rather than a clock's guess, and each step a step length after it. The report's capacity is computed
+    afterwards from every sample; this only ends a load that has nothing more to show."""
 
     def __init__(self, load: StepLoad) -> None:
         self.load = load
         self.first_start_ms: int | None = None
-        self.counts: dict[int, list[int]] = {}          # step -> [samples, slower than the SLO, errors]
-        self.judged: dict[int, bool] = {}               # step -> met the SLO
+        self.origin_ms: float | None = None             # where the first judged step begins
+        self.anchored = False                           # origin_ms from the requests' ranks, not the first start
+        self.samples: list[tuple[int, int, bool]] = []  # (start, elapsed, ok) as they arrive
+        self.judged: dict[int, bool] = {}               # judged step -> met the SLO
 
     def add(self, start_ms: int, elapsed_ms: int, ok: bool) -> None:
         if self.first_start_ms is None:                 # the first answer's request: the load's start, to
             self.first_start_ms = start_ms              # within one arrival (earlier ones count in step 0)
-        step = self.load.step_of(max(0.0, (start_ms - self.first_start_ms) / 1000.0))
-        if step is None:
+            self.origin_ms = start_ms + self.load.warmup_s * 1000
+        self.samples.append((start_ms, elapsed_ms, ok))
+
+    @property
+    def _settle_ms(self) -> int:
+        return self.load.connect_timeout_ms + self.load.response_timeout_ms + 1000
+
+    def _anchor(self, now_ms: float) -> None:
+        """Once the first segment's requests have all ended: the first judged step's start from their ranks."""
+        first_rate, first_s, warmup = self.load.segments()[0]
+        count = first_rate * first_s
+        if self.anchored or self.first_start_ms is None or now_ms < self.first_start_ms + first_s * 1000 \
+                + self._settle_ms or len(self.samples) <= count:
             return
-        counts = self.counts.setdefault(step, [0, 0, 0])
-        counts[0] += 1
-        counts[1] += elapsed_ms > self.load.slo.p99_ms
-        counts[2] += not ok
+        boundary = sorted(start for start, _, _ in self.samples)[count]     # the next segment's first request
+        self.origin_ms = boundary if warmup else boundary - self.load.step_s * 1000
+        self.anchored = True
+
+    def _counts(self) -> dict[int, list[int]]:
+        """Per judged step: [samples, slower than the SLO, errors]."""
+        counts: dict[int, list[int]] = {}
+        assert self.origin_ms is not None
+        for start, elapsed, ok in self.samples:
+            step = self.load.step_of((start - self.origin_ms) / 1000.0)
+            if step is None or step in self.judged:
+                continue
+            found = counts.setdefault(step, [0, 0, 0])
+            found[0] += 1
+            found[1] += elapsed > self.load.slo.p99_ms
+            found[2] += not ok
+        return counts
 
     def judge(self, now_ms: float) -> None:
-        if self.first_start_ms is None:
+        if self.first_start_ms is None or self.origin_ms is None:
             return
-        rates = self.load.rates()
-        settle_ms = self.load.connect_timeout_ms + self.load.response_timeout_ms + 1000
-        for step, rate in enumerate(rates):
+        self._anchor(now_ms)
+        counts = self._counts()
+        for step, rate in enumerate(self.load.rates()):
             if step in self.judged:
                 continue
-            end_ms = self.first_start_ms + (step + 1) * self.load.step_s * 1000
-            samples, slow, errors = self.counts.get(step, (0, 0, 0))
+            end_ms = self.origin_ms + (step + 1) * self.load.step_s * 1000
+            samples, slow, errors = counts.get(step, (0, 0, 0))
             expected = rate * self.load.step_s
             most = expected + 4 * expected ** 0.5
             if self.load.slo.certainly_missed(slow, errors, most):
                 self.judged[step] = False
-            elif now_ms >= end_ms + settle_ms:
+            elif now_ms >= end_ms + self._settle_ms:
                 self.judged[step] = samples > 0 and not self.load.slo.certainly_missed(slow, errors, samples)
             else:
                 break                                   # later steps wait for this one

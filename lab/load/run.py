@@ -20,6 +20,7 @@ from lab.load.cpu import CpuSampler
 from lab.load.dashboards import generate as generate_dashboards
 from lab.load.engines import Engines, client_arguments, split_users
 from lab.load.jmeter import PLAN, as_properties, java_executable, launch, runtime_jar
+from lab.load.network import ClientNetwork
 from lab.load.openmodel import StepLoad, StepWatch, open_plan
 from lab.load.processes import kill, wait
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
@@ -125,7 +126,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
         on_progress: Callable[[dict], None] | None = None, *, path: str,
         progress_interval_s: float = 5.0, allow_any_host: bool = False,
         order: tuple[str, ...] | None = None, cpus: str | None = None, engines: Engines | None = None,
-        enter: dict[str, list[str]] | None = None, stop_when: Callable[[dict], dict | None] | None = None) -> LoadResult:
+        enter: dict[str, list[str]] | None = None, network: ClientNetwork | None = None,
+        stop_when: Callable[[dict], dict | None] | None = None, dashboards: bool = True) -> LoadResult:
     """Load the machines with the plan, then build each machine's dashboard.
 
     targets: machine ("default"/"tuned") -> base URL (http://10.213.1.2); the request path is `path`
@@ -137,6 +139,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     placement gives the load generator; the affinity JMeter really had is in the result (loadgen_cpus).
     engines: remote JMeter engines that generate the load (lab/load/engines.py), this JMeter their client.
     enter: machine -> a command prefix that runs its JMeter in the machine's network (sequential schedule only).
+    network: the load generator's own network on this host (the backend's client_network), where every JMeter runs.
     stop_when: called with each progress report; what it returns (a lost threshold, lab/load/abort.py) ends the load
     at once, the phases still to come included, and is the result's `lost`.
     Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
@@ -147,7 +150,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
         parsed.sort(key=lambda target: order.index(target.machine) if target.machine in order else len(order))
     if enter and schedule != "sequential":
         raise ValueError("JMeter enters a machine's network one machine at a time: schedule='sequential'")
-    generator = _Generator(java_executable(), runtime_jar(), cpus, engines, enter or {})
+    generator = _Generator(java_executable(), runtime_jar(), cpus, engines, enter or {}, network.prefix if network else ())
 
     out = JMeterFolder(Path(out_dir).resolve())
     out.root.mkdir(parents=True, exist_ok=True)
@@ -196,10 +199,10 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
             if lost is not None:    # a threshold is lost: the phases still to come would not change that
                 break
         results = {m: p.results for m, p in progress.items() if p.results.is_file()}
-        dashboards = generate_dashboards(generator.java, generator.jar, results, profile, out, problems)
+        made = generate_dashboards(generator.java, generator.jar, results, profile, out, problems) if dashboards else {}
         if "dashboard generation interrupted" in problems:
             interrupted = True
-    return LoadResult(results=results, dashboards=dashboards, interrupted=interrupted, started_at=started_at,
+    return LoadResult(results=results, dashboards=made, interrupted=interrupted, started_at=started_at,
                       ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log,
                       ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None},
                       loadgen_cpus=cpulist(cpu for found in affinity for cpu in parse_cpulist(found)) or None,
@@ -214,6 +217,7 @@ class _Generator:
     cpus: str | None
     engines: Engines | None
     enter: dict[str, list[str]]         # machine -> the prefix that puts its JMeter in the machine's network
+    within: tuple[str, ...] = ()        # else the prefix that puts every JMeter in the load generator's network
 
     @property
     def pids(self) -> tuple[int, ...]:
@@ -232,7 +236,7 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
     jar = generator.jar
     command = _jmeter_command(generator.java, jar, phase_log, udp_port, profile, phase, phase[0].path, out,
                               generator.engines)
-    entered = generator.enter.get(phase[0].machine)
+    entered = generator.enter.get(phase[0].machine) or list(generator.within) or None
     command = [*(entered or []), *command]
     if generator.cpus:
         command = ["taskset", "--cpu-list", generator.cpus, *command]     # it sets the affinity, then execs JMeter

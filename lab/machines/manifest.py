@@ -114,6 +114,14 @@ def forget(name: str, folder: Path = MANIFESTS) -> None:
     path_of(name, folder).unlink(missing_ok=True)
 
 
+def role_os_value(role: str, variable: str, family: str = "Debian") -> object:
+    """A variable of a role's per-OS-family values (vars/<family>.yml), as the role uses on such a host."""
+    values = yaml.safe_load((ANSIBLE_DIR / "roles" / role / "vars" / f"{family}.yml").read_text()) or {}
+    if variable not in values:
+        raise KeyError(f"{variable} is not in ansible/roles/{role}/vars/{family}.yml")
+    return values[variable]
+
+
 def role_default(role: str, variable: str) -> object:
     """A variable as a role's defaults/main.yml sets it (untemplated), for machines not provisioned yet."""
     defaults = yaml.safe_load((ANSIBLE_DIR / "roles" / role / "defaults" / "main.yml").read_text()) or {}

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from lab.load.engines import Engines
+from lab.load.network import ClientNetwork
 
 
 @dataclass
@@ -88,6 +89,11 @@ class Backend(Protocol):
     def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> AbstractContextManager[Engines]:
         """Remote JMeter engines that reach targets (address, port), for the length of one load run; an
         engine running on this host writes its log and output to log and out."""
+        ...
+
+    def client_network(self, targets: list[tuple[str, int]]) -> AbstractContextManager[ClientNetwork | None]:
+        """A network of the load generator's own that reaches targets (address, port), for the length of one load
+        run, where this host's JMeter runs with the socket settings a load generator needs; None: this host's."""
         ...
 
     def network_prefix(self, name: str) -> list[str] | None:

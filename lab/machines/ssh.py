@@ -8,12 +8,13 @@ import posixpath
 import re
 import subprocess
 import tempfile
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from glob import escape as fnmatch_escape
 from pathlib import Path
 
 from lab.errors import StepFailed
 from lab.load.engines import Engines
+from lab.load.network import ClientNetwork
 from lab.machines import MACHINES, manifest, remote_engines
 from lab.machines.protocol import Pulled, unpack_plain_files
 from lab.paths import ANSIBLE_DIR, INVENTORIES, VENV
@@ -139,6 +140,9 @@ class SshBackend:
         """The JMeter engines of the inventory's loadgen group (lab/machines/remote_engines.py); their logs are
         pulled beside log."""
         return remote_engines.engines(self.inventory, self.engine_hosts, targets, log, self.pull)
+
+    def client_network(self, targets: list[tuple[str, int]]) -> AbstractContextManager[ClientNetwork | None]:
+        return nullcontext(None)    # JMeter sends from this host's own network: the lab changes nothing of it
 
     def network_prefix(self, name: str) -> list[str] | None:
         return None     # the machine's loopback is reached from inside it only

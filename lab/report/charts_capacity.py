@@ -9,15 +9,17 @@ from lab.report.plotting import COLORS, EXTRA_COLORS, Chart, figure, finish
 def hockey_stick(summary: dict) -> Chart:
     chart = Chart("chart-capacity", "Capacity", "Each point a step of arrivals: left, its p99 against the requests "
                   "answered without error per second (log scale; the dashed line is the SLO); right, answered "
-                  "against offered (the dotted diagonal: every arrival answered). A star marks each machine's "
-                  "capacity; partial steps are left out.")
+                  "against offered (the dotted diagonal: every arrival answered; the dash-dotted line, when "
+                  "measured and within twice the highest step, the load generator's ceiling on this host). A star "
+                  "marks each machine's capacity; the warm-up and partial steps are left out.")
     fig, (curve, served) = figure(2, sharey=False)
     slo = None
     drawn = 0
     highest = 0.0
     for index, (machine, entry) in enumerate((summary.get("machines") or {}).items()):
         found = (entry or {}).get("capacity") or {}
-        steps = [s for s in found.get("steps") or [] if not s.get("partial") and s.get("p99_ms") is not None]
+        steps = [s for s in found.get("steps") or [] if not s.get("partial") and not s.get("warmup")
+                 and s.get("p99_ms") is not None]
         if not steps:
             chart.missing.append(machine)
             continue
@@ -41,6 +43,11 @@ def hockey_stick(summary: dict) -> Chart:
     curve.set_title("p99 against answered rate")
     curve.set_xlabel("answered without error, req/s")
     served.plot([0, highest], [0, highest], color="#888", linestyle=":", linewidth=1)
+    ceiling = ((summary.get("capacity") or {}).get("generator") or {}).get("ceiling_rps")
+    if ceiling and ceiling <= 2 * highest:          # farther, it would squeeze the steps into a corner
+        served.axvline(ceiling, color="#555", linestyle="-.", linewidth=1,
+                       label=f"load generator's ceiling {ceiling} req/s")
+        served.legend(loc="upper left", fontsize="small")
     served.set_title("answered against offered")
     served.set_xlabel("offered (arrivals), req/s")
     served.set_ylabel("answered, req/s")

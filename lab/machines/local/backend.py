@@ -6,12 +6,13 @@ import grp
 import pwd
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from lab import placement
 from lab.hostlab import remove_if_empty
 from lab.load.engines import Engines
+from lab.load.network import ClientNetwork
 from lab.machines import MACHINES, manifest
 from lab.machines.local import loadgen, memory, swap
 from lab.machines.local.cgroups import Cgroup, detect_cgroups
@@ -148,6 +149,10 @@ class LocalBackend:
         """A JMeter engine in a load-generator namespace and cgroup of this host's, for one load run."""
         with loadgen.engine(self.loadgen, list(self.machines.values()), targets, log, out) as engines:
             yield engines
+
+    def client_network(self, targets: list[tuple[str, int]]) -> AbstractContextManager[ClientNetwork]:
+        """JMeter runs in the load-generator namespace, with its client ports widened there (loadgen.py)."""
+        return loadgen.client(self.loadgen, list(self.machines.values()), targets)
 
     def network_prefix(self, name: str) -> list[str]:
         """A command run after this prefix is in the machine's network (its loopback), not in its cgroup."""

@@ -173,6 +173,7 @@ class Cgroup:
         if cpu is not None:
             _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(cpu / "cpu.cfs_quota_us", str(m.cpu_quota_us))
+            _write(cpu / "cpu.shares", str(m.cpu_shares))
         if m.cpuset and mount is not None:
             # A new v1 cpuset has no CPUs and no memory nodes, and takes no process until it has both: the
             # prefix gets the root's (both machines fit in it), the leaf its own CPUs and the prefix's nodes.
@@ -238,6 +239,7 @@ class Cgroup:
         _write(leaf / "memory.max", str(m.memory_limit_bytes))      # after swap.max: a lower limit may swap
         if "cpu" in wanted:
             _write(leaf / "cpu.max", f"{m.cpu_quota_us} {CPU_PERIOD_US}")
+            _write(leaf / "cpu.weight", str(m.cpu_weight))
         if m.cpuset:
             _write(leaf / "cpuset.cpus", cpulist(m.cpuset))
 

@@ -1,6 +1,9 @@
 """The local backend's load-generator machine: a network namespace and cgroup of its own (``<prefix>-loadgen``,
-10.213.3.2), pinned to the placement's load-generator CPUs, where a JMeter engine (jmeter-server) runs for
-the length of one load run. It is the path a remote engine on another host takes, exercised on this host.
+10.213.3.2), pinned to the placement's load-generator CPUs, where this host's JMeter runs for the length of one
+load run (client()), with a load generator's socket settings in that namespace only, never on the host: every
+client port, closing connections' ports reused, a backlog for the ceiling's target (lab/load/ceiling.py). Or
+where a JMeter engine (jmeter-server) runs (engine(), --load-from loadgen): the path a remote engine on another
+host takes, exercised on this host.
 
 It is a namespace and a cgroup only (no supervisord: nothing runs there between runs). The load generator
 reaches the machines through this host: each namespace has a route to the other's /30 via its host side, and
@@ -17,6 +20,7 @@ from pathlib import Path
 from lab.interrupts import deferred
 from lab.load.engines import Engines, engine_arguments, engine_ports, rmi_properties, wait_until_listening
 from lab.load.jmeter import java_executable, launch, runtime_jar
+from lab.load.network import ClientNetwork
 from lab.load.processes import kill
 from lab.load.profile import LoadError
 from lab.machines.local.cgroups import Cgroup, detect_cgroups
@@ -28,15 +32,22 @@ from lab.placement import cpulist
 NAME = "loadgen"
 INDEX = 3                   # 10.213.3.0/30, after the machines' 1 and 2
 MEMORY_MB = 1536            # JMeter's heap may grow to 1 GiB (lab.load.jmeter.jvm_args()), plus the JVM's own
+# Ten times a machine's share of CPUs they contend for: an open model's arrivals are only as punctual as JMeter's
+# scheduler, so on a shared host JMeter gets what it needs first and the machines divide the rest (the verdict
+# says when that made them host-bound).
+CPU_WEIGHT = 1000
 ENGINE_START_S = 90.0       # a JVM start on a busy two-core host
 STOP_GRACE_S = 10.0
-CLIENT_SYSCTLS = {"ip_local_port_range": "1024 65535", "tcp_tw_reuse": "1"}
+# Per-namespace sysctls (net.*): with keep-alive off, or an open model's thread per arrival, every request is a new
+# connection whose port stays in TIME_WAIT for 60 s: 28k ports of the default range cap a generator near 470 req/s.
+CLIENT_SYSCTLS = {"net.ipv4.ip_local_port_range": "1024 65535", "net.ipv4.tcp_tw_reuse": "1",
+                  "net.core.somaxconn": "4096", "net.ipv4.tcp_max_syn_backlog": "4096"}
 
 
 def loadgen_machine(root: Path, cpus: tuple[int, ...], pinned: bool) -> Machine:
     """The load generator's namespace and cgroup: as many CPUs as it is given, pinned to them when they are its own."""
     return Machine(NAME, INDEX, root / NAME, memory_mb=MEMORY_MB, cpus=float(len(cpus)),
-                   cpuset=cpus if pinned else ())
+                   cpuset=cpus if pinned else (), cpu_weight=CPU_WEIGHT)
 
 
 def _forwarding(veth: str, value: str | None = None) -> str | None:
@@ -60,9 +71,7 @@ def bring_up(loadgen: Machine) -> Cgroup:
     cgroup = Cgroup(loadgen, detect_cgroups())
     _check_address_free(loadgen)
     _network_up(loadgen)
-    # Its own client ports: keep-alive off (the 2018 plan) leaves every closed connection's port in TIME_WAIT
-    # for 60 s, so the whole range and their reuse, in this namespace only (per-namespace sysctls).
-    _run(_enter_netns(loadgen) + ["sh", "-c", " && ".join(f"echo '{value}' > /proc/sys/net/ipv4/{name}"
+    _run(_enter_netns(loadgen) + ["sh", "-c", " && ".join(f"echo '{value}' > /proc/sys/{name.replace('.', '/')}"
                                                           for name, value in CLIENT_SYSCTLS.items())],
          f"widening the client ports of {loadgen.netns}")
     cgroup.create()
@@ -109,23 +118,42 @@ def check_reachable(loadgen: Machine, cgroup: Cgroup, targets: list[tuple[str, i
                                 "lab's namespaces (a firewall's FORWARD chain may drop it: iptables -S FORWARD)")
 
 
+def _where(loadgen: Machine, what: str) -> str:
+    return (f"{what} in namespace {loadgen.netns} ({loadgen.address}), cgroup {loadgen.cgroup_name}"
+            + (f" pinned to CPUs {cpulist(loadgen.cpuset)}" if loadgen.cpuset else " on the host's CPUs")
+            + f" with {loadgen.cpu_weight // 100}x a machine's share of them"
+            + ", its sysctls " + ", ".join(f"{name}={value}" for name, value in CLIENT_SYSCTLS.items()))
+
+
 @contextmanager
-def engine(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, int]], log: Path, out: Path
-           ) -> Iterator[Engines]:
-    """The load-generator machine up and connected, a JMeter engine running in it until the block ends."""
+def client(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, int]]) -> Iterator[ClientNetwork]:
+    """The load-generator machine up and connected to the machines until the block ends: the prefix that runs a
+    command of this host's in it (its namespace and cgroup)."""
     cgroup = bring_up(loadgen)
     before: dict[str, str | None] = {}
     try:
         connect(loadgen, machines, before)
         check_reachable(loadgen, cgroup, targets)
+        yield ClientNetwork(prefix=tuple(_launcher(loadgen, cgroup, [])), address=loadgen.address,
+                            where=_where(loadgen, "JMeter on this host"),
+                            sysctls=dict(CLIENT_SYSCTLS))
+    finally:
+        with deferred():                        # a second Ctrl-C must not leave the host forwarding
+            disconnect(loadgen, machines, before)
+
+
+@contextmanager
+def engine(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, int]], log: Path, out: Path
+           ) -> Iterator[Engines]:
+    """The load-generator machine up and connected, a JMeter engine running in it until the block ends."""
+    with client(loadgen, machines, targets) as network:
         properties = rmi_properties()
         java, jar = java_executable(), runtime_jar()
         log.parent.mkdir(parents=True, exist_ok=True)
         command = launch(java, jar, *engine_arguments(loadgen.address, properties, log))
         with out.open("w") as sink:
             # In the keystore's folder, which rmi.properties names the keystore in (lab/load/engines.py)
-            popen = subprocess.Popen(_launcher(loadgen, cgroup, command), cwd=properties.parent,
-                                     stdin=subprocess.DEVNULL,
+            popen = subprocess.Popen([*network.prefix, *command], cwd=properties.parent, stdin=subprocess.DEVNULL,
                                      stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
                                      env=dict(MACHINE_ENV))
         try:
@@ -135,15 +163,10 @@ def engine(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, i
                 raise LoadError(f"{error}; its output: {out}, its log: {log}") from None
             yield Engines(hosts=(f"{loadgen.address}:{engine_ports()[0]}",), client_host=loadgen.host_address,
                           rmi_properties=properties, pids=(popen.pid,),
-                          where=f"one JMeter engine (jmeter-server) in namespace {loadgen.netns} ({loadgen.address}), "
-                                f"cgroup {loadgen.cgroup_name}" + (f" pinned to CPUs {cpulist(loadgen.cpuset)}"
-                                                                   if loadgen.cpuset else " on the host's CPUs"))
+                          where=_where(loadgen, "one JMeter engine (jmeter-server)"))
         finally:
             with deferred():                    # a second Ctrl-C must not leave the engine running
                 kill(popen, STOP_GRACE_S)
-    finally:
-        with deferred():
-            disconnect(loadgen, machines, before)
 
 
 def remove(loadgen: Machine) -> None:

@@ -61,6 +61,7 @@ class Machine:
     swap_mb: int = 0                        # swap its cgroup may use (the memory model's)
     prefix: str = "ctlab"
     cpuset: tuple[int, ...] = ()            # CPUs of its own (a cpuset), when the placement gives it some
+    cpu_weight: int = 100                   # its share of contended CPUs against its siblings (cgroup v2's scale)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -75,6 +76,8 @@ class Machine:
             raise LocalBackendError(f"machine index {self.index} must be within 1..254 (subnet 10.213.<index>.0/30)")
         if not self.root.is_absolute() or self.root == Path("/"):
             raise LocalBackendError(f"machine root {self.root} must be an absolute directory other than /")
+        if not 1 <= self.cpu_weight <= 10_000:
+            raise LocalBackendError(f"machine {self.name}: cpu_weight {self.cpu_weight} is not within 1..10000")
         if self.memory_mb <= 0 or self.cpus <= 0 or self.swap_mb < 0:
             raise LocalBackendError(f"machine {self.name}: memory_mb and cpus must be positive, swap_mb not negative")
 
@@ -141,6 +144,11 @@ class Machine:
     @property
     def cpu_quota_us(self) -> int:
         return int(round(self.cpus * CPU_PERIOD_US))
+
+    @property
+    def cpu_shares(self) -> int:
+        """cpu_weight on cgroup v1's scale (cpu.shares: 1024 for v2's default 100)."""
+        return max(2, self.cpu_weight * 1024 // 100)
 
 
 def machines(root: Path, cpusets: dict[str, tuple[int, ...]] | None = None,
