@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import aa, evidence, generator, interrupts, knobs, load, placement, profiles, provenance, report, status
+from lab import aa, evidence, generator, interrupts, knee, knobs, load, placement, profiles, provenance, report, status
 from lab import limits as lab_limits
 from lab.analysis import thresholds
 from lab.analysis.headline import headline
@@ -291,14 +291,18 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
         try:
             with generator.load_generator(backend, _targets(setup), setup.mode, folder) as sender:
                 engines = sender if isinstance(sender, Engines) else None
+                network = sender if isinstance(sender, ClientNetwork) else None
                 measured.load_generator = sender.as_json() if sender else {"where": "JMeter on this host"}
+                urls, path = {name: wiring[name].base_url for name in order}, wiring["default"].service_path
                 measured.result = load.run(
-                    {name: wiring[name].base_url for name in order}, profile, folder.jmeter.root,
-                    schedule=schedule, on_progress=load.print_progress, path=wiring["default"].service_path,
-                    order=order, engines=engines, cpus=cpus,
-                    network=sender if isinstance(sender, ClientNetwork) else None,
+                    urls, profile, folder.jmeter.root, schedule=schedule, on_progress=load.print_progress, path=path,
+                    order=order, engines=engines, cpus=cpus, network=network,
                     stop_when=ThresholdWatch(setup.mode["thresholds"], getattr(profile, "ramp_s", 0))
                     if setup.mode.get("stop_on_fail") else None)
+                if isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation":
+                    measured.phase = "refining the knees"
+                    measured.result = knee.refine(folder, profile, measured.result, urls, path, engines, network, cpus,
+                                                  measured.problems)
                 if engines is None:                 # JMeter's own affinity (an engine's is in its where)
                     measured.load_generator["cpus"] = measured.result.loadgen_cpus
         finally:

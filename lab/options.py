@@ -80,6 +80,10 @@ def capacity_options() -> argparse.ArgumentParser:
     options.add_argument("--warmup", type=int, default=unset, metavar="SECONDS",
                          help=f"first, the start rate this long warms each machine up, not judged (default "
                               f"{steps.warmup_s} s; --quick {load.QUICK_STEPS.warmup_s} s; 0: none)")
+    options.add_argument("--resolution", type=int, default=unset, metavar="RPS",
+                         help=f"once a knee is found, finer steps this far apart between the last rate met and it, "
+                              f"until one misses (default {steps.resolution_rps}; --quick "
+                              f"{load.QUICK_STEPS.resolution_rps}; --step-rate or more: none)")
     options.add_argument("--max-rate", type=int, default=unset, metavar="RPS",
                          help=f"the last step at most (default {steps.max_rps})")
     options.add_argument("--stop-after-misses", type=int, default=unset, metavar="N",
@@ -159,7 +163,7 @@ _USER_OPTIONS = (("--users", "users", 1), ("--ramp", "ramp_s", 0), ("--duration"
 # option, StepLoad field, smallest value
 _STEP_OPTIONS = (("--start-rate", "start_rps", 1), ("--step-rate", "step_rps", 1), ("--step-length", "step_s", 1),
                  ("--max-rate", "max_rps", 1), ("--stop-after-misses", "stop_after_misses", 1),
-                 ("--warmup", "warmup_s", 0))
+                 ("--warmup", "warmup_s", 0), ("--resolution", "resolution_rps", 1))
 
 
 def _given(args: argparse.Namespace, option: str) -> object:

@@ -41,7 +41,8 @@ class JMeterFolder:
     ENGINE: ClassVar[str] = "engine"        # a remote engine's own files, beside the machines' folders
     LIMITS: ClassVar[str] = "limits"        # the host's limits, laid out as this folder is
     GENERATOR: ClassVar[str] = "generator"  # the load generator's ceiling (lab/load/ceiling.py), idem
-    NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS, GENERATOR)
+    REFINE: ClassVar[str] = "refine"        # each machine's finer steps near its knee (lab/knee.py), idem
+    NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS, GENERATOR, REFINE)
 
     @property
     def log(self) -> Path:
@@ -79,6 +80,11 @@ class JMeterFolder:
         """The load generator's ceiling, measured before a capacity run's load (lab/load/ceiling.py), laid out as a
         run's jmeter/ is, with target.json: what it loaded, how."""
         return JMeterFolder(self.root / self.GENERATOR)
+
+    def refine(self, machine: str) -> JMeterFolder:
+        """A machine's finer steps between its last step met and its knee (lab/knee.py), laid out as a run's jmeter/
+        is, with steps.json: the steps it ran and the bracket they came from."""
+        return JMeterFolder(self.root / self.REFINE / machine)
 
     def limits(self, kind: str) -> JMeterFolder:
         """One of the host's limits (lab/limits.py: the service without HTTPD, the mock alone), laid out as a

@@ -251,6 +251,11 @@ def test_the_load_generators_ceiling_is_the_last_step_it_delivered_within_the_sl
                                                                           (3000, 2, 0, 5), (4000, 2, 0, 5)], load))
     assert found["ceiling_rps"] == 400 and found["reached_max"] and found["text"].startswith("at least 400")
     assert capacity.generator_ceiling(JMeterFolder(tmp_path / "none")) is None       # not measured
+    # JMeter's own warm-up, slow as a cold JVM is, ends nothing
+    found = capacity.generator_ceiling(_ceiling_folder(tmp_path / "warm", [(500, 1500, 0, 3000), (1000, 2, 0, 5),
+                                                                           (2000, 2, 0, 5), (3000, 1500, 0, 3000)],
+                                                       replace(load, warmup_s=5)))
+    assert found["ceiling_rps"] == 200 and found["steps"][0]["warmup"]
 
 
 def test_a_capacity_report_shows_the_load_generators_ceiling(tmp_path):
@@ -419,3 +424,42 @@ def test_each_step_counts_its_error_classes(tmp_path):
     found = capacity.analyze(read_results(tmp_path / "results.csv"), STEPS, T0_MS / 1000)
     assert found["steps"][0]["errors_by_class"] == {}
     assert found["steps"][1]["errors_by_class"] == {"503": 60, "response timeout": 40}
+
+
+def test_the_finer_steps_lie_between_the_last_rate_met_and_the_knee_at_the_resolution():
+    load = replace(STEPS, resolution_rps=25)
+    finer = load.refined(300, 400)
+    assert finer.rates() == [325, 350, 375] and finer.stop_after_misses == 1 and finer.warmup_s == 0
+    assert finer.step_s == load.step_s and finer.slo == load.slo
+    assert load.refined(300, 325) is None and replace(STEPS, resolution_rps=100).refined(300, 400) is None
+    assert replace(STEPS, resolution_rps=30).refined(300, 400).rates() == [330, 360, 390]
+
+
+def _refined_folder(root: Path, met: int, missed: int, steps: list[tuple[int, int, float, int]]) -> JMeterFolder:
+    folder = JMeterFolder(root / "jmeter" / "refine" / "default")
+    (folder.root / "default").mkdir(parents=True)
+    finer = replace(STEPS, resolution_rps=25).refined(met, missed)
+    _write_results(folder.results("default"), steps)
+    (folder.root / "steps.json").write_text(json.dumps({"machine": "default", "met_rps": met, "missed_rps": missed,
+                                                        "profile": {"model": "open", **asdict(finer)}}))
+    return folder
+
+
+def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_missed(tmp_path):
+    coarse = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200),
+                                 (4000, 300, 0, 2500), (5000, 900, 0.05, 4000)])
+    assert (coarse["capacity_rps"], coarse["knee_rps"]) == (300, 400)
+    # 325 met, 350 missed: the load ended there
+    folder = _refined_folder(tmp_path, 300, 400, [(3250, 40, 0, 200), (3500, 400, 0, 2500)])
+    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    assert (found["capacity_rps"], found["knee_rps"], found["found"]) == (325, 350, True)
+    assert [(s["step"], s["rate_rps"], s.get("refined", False)) for s in found["steps"]][-3:] == [
+        (5, 500, False), (6, 325, True), (7, 350, True)]
+    assert found["refined"] == {"between": [300, 400], "steps": 2, "resolution_rps": 25}
+    assert found["broke"].startswith("at 350 req/s offered")
+    # every finer step met: the coarse knee stands, the capacity is the last of them
+    folder = _refined_folder(tmp_path / "all", 300, 400, [(3250, 40, 0, 200), (3500, 40, 0, 200), (3750, 40, 0, 200)])
+    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    assert (found["capacity_rps"], found["knee_rps"]) == (375, 400)
+    # none ran: the coarse figures
+    assert capacity.with_refined(coarse, JMeterFolder(tmp_path / "none"), "default", T0_MS / 1000) == coarse

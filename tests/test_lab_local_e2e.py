@@ -770,10 +770,17 @@ def test_a_quick_capacity_run_finds_both_knees_with_no_step_the_load_generator_d
         # the quick run's warm-up came first: shown, not judged
         assert steps[0]["warmup"] and steps[0]["met"] is None and not any(s["warmup"] for s in steps[1:])
         assert steps[0]["samples"] == load.QUICK_STEPS.start_rps * load.QUICK_STEPS.warmup_s
+        # then finer steps between the coarse ones' last met and knee: the capacity to the quick run's resolution
+        refined = json.loads((run_dir / "jmeter" / "refine" / machine / "steps.json").read_text())
+        assert refined["missed_rps"] - refined["met_rps"] == load.QUICK_STEPS.step_rps, refined
+        assert found["refined"]["steps"] >= 1 and any(s.get("refined") for s in steps)
+        assert refined["met_rps"] <= found["capacity_rps"] < found["knee_rps"] <= refined["missed_rps"]
+        assert found["knee_rps"] - found["capacity_rps"] <= load.QUICK_STEPS.resolution_rps, found
     assert summary["capacity"]["ratio"] is not None
     html = (run_dir / "report" / "index.html").read_text()
     assert f"The load generator's ceiling on this host: <strong>{generator['text']}</strong>" in html
-    assert ">warm-up</td>" in html
+    assert ">warm-up</td>" in html and " (finer)</td>" in html
+    assert re.search(r"==> Refining default's knee between \d+ and \d+ req/s", result.stderr), result.stderr[-3000:]
 
 
 # The steps both capacity tests take on that backend: about four 10 s steps before two in a row miss the SLO (from

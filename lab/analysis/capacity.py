@@ -18,7 +18,8 @@ Definitions (also in summary.json's capacity "basis"):
   (generator_bound_rps);
 - first, the warm-up (warmup_s at the start rate) warms the machine (its JIT, its pools): shown, never judged;
 - capacity: the highest rate of a step that met the SLO before stop_after_misses consecutive steps
-  missed it; the knee: the first of those steps. A machine that met it at every step has a capacity of
+  missed it; the knee: the first of those steps. Then finer steps (resolution_rps apart) between the two, each
+  ended by its first miss (lab/knee.py): the capacity the highest of them met before it, the knee that miss. A machine that met it at every step has a capacity of
   at least the last rate (reached_max), not a measured one.
 """
 from __future__ import annotations
@@ -39,7 +40,8 @@ BASIS = ("each step: the rate x length requests that arrived in it (in the order
          "the span of those starts; p99 as JMeter computes it, failed requests included, the generator's own "
          f"port errors left out; a step the generator did not deliver (arrivals under {DELIVERED:.0%} of the rate, "
          "or its own errors past the bound) can miss the SLO but not meet it; the warm-up before the steps not judged; capacity: the highest rate that met "
-         "the SLO before consecutive steps missed it")
+         "the SLO before consecutive steps missed it, then the highest of the finer steps between it and the knee met "
+         "before the first of them missed")
 
 
 CEILING_BASIS = ("JMeter's open model, as a capacity run's, against HTTPD's static file in the load generator's own "
@@ -182,6 +184,40 @@ def _note(capacity: dict | None, knee: dict | None, reached_max: bool, judged: l
     return None
 
 
+def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> dict:
+    """A machine's coarse steps joined by the finer ones its knee search ran near the knee (lab/knee.py, in folder):
+    its capacity the highest of them met before the first that missed, its knee that miss (else the coarse ones).
+    Unchanged when there were none."""
+    try:
+        record = json.loads((folder.root / "steps.json").read_text())
+        load = step_load(record["profile"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return found
+    results = folder.results(machine)
+    samples = read_results(results) if results.is_file() else None
+    if not samples:
+        return {**found, "refined": {"between": [record.get("met_rps"), record.get("missed_rps")], "steps": 0,
+                                     "note": "its finer steps gave no results: the coarse steps' capacity stands"}}
+    finer = analyze(samples, load, t0)["steps"]
+    coarse = found.get("steps") or []
+    met = next((s for s in coarse if s["rate_rps"] == found.get("capacity_rps")), None)
+    knee = next((s for s in coarse if s["rate_rps"] == found.get("knee_rps")), None)
+    for number, step in enumerate(finer, start=len(coarse) + 1):
+        step.update(step=number, refined=True)
+    for step in finer:
+        if step["met"] is None:             # not delivered, or cut short without a certain miss: neither
+            continue
+        if not step["met"]:
+            knee = step
+            break
+        met = step
+    return {**found, "steps": coarse + finer, "capacity_rps": met["rate_rps"] if met else None,
+            "capacity_answered_rps": met["answered_rps"] if met else None,
+            "knee_rps": knee["rate_rps"] if knee else None, "broke": _broke(knee, load.slo) if knee else None,
+            "refined": {"between": [record.get("met_rps"), record.get("missed_rps")], "steps": len(finer),
+                        "resolution_rps": load.resolution_rps}}
+
+
 def generator_ceiling(folder: JMeterFolder) -> dict | None:
     """The load generator's ceiling from its own results (lab/load/ceiling.py), or None when it was not measured:
     the highest rate of its steps that arrived at the rate and met the SLO before the first that did not."""
@@ -198,6 +234,8 @@ def generator_ceiling(folder: JMeterFolder) -> dict | None:
     found = analyze(samples, load, samples.start[0] / 1000.0)
     ceiling, stopped = None, None
     for step in found["steps"]:
+        if step["warmup"]:
+            continue
         if not (step["delivered"] and step["met"]):
             stopped = step
             break

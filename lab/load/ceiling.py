@@ -31,9 +31,10 @@ PORT = 8099
 PATH = "/ceiling.txt"
 GROUP = "default"           # the plan's thread group that loads the target
 START_S = 30.0
-# Coarse and short: a line to set each machine's steps against, in well under a minute.
+# Coarse and short: a line to set each machine's steps against, in about a minute. JMeter starts cold (its JIT, its
+# threads, its HTTP client): its first seconds are a warm-up, not judged.
 STEPS = StepLoad(start_rps=400, step_rps=400, step_s=5, max_rps=3200, connect_timeout_ms=1000,
-                 response_timeout_ms=1000, stop_after_misses=1, warmup_s=0)
+                 response_timeout_ms=1000, stop_after_misses=1, warmup_s=5)
 
 CONFIG = """# The load generator's ceiling: a target that costs nearly nothing (lab/load/ceiling.py)
 ServerRoot "{root}"

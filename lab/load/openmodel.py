@@ -9,7 +9,7 @@ coming, queue, and show where the machine stops keeping up."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab.load.profile import LoadError
@@ -51,21 +51,22 @@ class StepLoad:
     """Arrival rates per machine: start_rps, start_rps + step_rps, ... up to max_rps, each for step_s.
     Timeouts are short on purpose: in an open model every request waiting is a JMeter thread, so the
     response timeout bounds how many a machine that stopped answering can pile up (rate x timeout)."""
-    start_rps: int = 50
-    step_rps: int = 50
-    step_s: int = 60
-    max_rps: int = 1500
+    start_rps: int = 100
+    step_rps: int = 100
+    step_s: int = 15
+    max_rps: int = 2000
     connect_timeout_ms: int = 5000
     response_timeout_ms: int = 5000
     keep_alive: bool = True
     slo: Slo = field(default_factory=Slo)
     stop_after_misses: int = 2          # consecutive steps that missed the SLO: that machine's load ends
-    warmup_s: int = 60                  # first, start_rps this long warms the machine (JIT, pools): never judged
+    warmup_s: int = 30                  # first, start_rps this long warms the machine (JIT, pools): never judged
+    resolution_rps: int = 25            # once a knee is found, finer steps between the last met and it, this apart
     model: str = field(default="open", init=False)
 
     def __post_init__(self) -> None:
         for name in ("start_rps", "step_rps", "step_s", "max_rps", "connect_timeout_ms", "response_timeout_ms",
-                     "stop_after_misses", "warmup_s"):
+                     "stop_after_misses", "warmup_s", "resolution_rps"):
             value, least = getattr(self, name), 0 if name == "warmup_s" else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"StepLoad.{name} must be an integer >= {least}, not {value!r}")
@@ -75,6 +76,18 @@ class StepLoad:
     def rates(self) -> list[int]:
         """The judged steps' rates."""
         return list(range(self.start_rps, self.max_rps + 1, self.step_rps))
+
+    def refined(self, met_rps: int, missed_rps: int) -> StepLoad | None:
+        """The second half of the knee search: steps resolution_rps apart strictly between the last rate that met the
+        SLO and the first that missed (the coarse knee), each as long as a coarse step, no warm-up (the machine is
+        warm; the coarse load's drain and a JMeter start let it recover), ended by the first miss; None when the
+        coarse steps were already that fine."""
+        start = met_rps + self.resolution_rps
+        if start >= missed_rps:
+            return None
+        last = start + (missed_rps - 1 - start) // self.resolution_rps * self.resolution_rps
+        return replace(self, start_rps=start, step_rps=self.resolution_rps, max_rps=last, warmup_s=0,
+                       stop_after_misses=1)
 
     def segments(self) -> list[tuple[int, int, bool]]:
         """The schedule in order: (rate, seconds, is the warm-up) for the warm-up, if any, then each step."""
@@ -130,7 +143,7 @@ class StepLoad:
         return index if 0 <= index < len(self.rates()) and seconds_from_first >= 0 else None
 
 
-QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30)
+QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30, resolution_rps=50)
 FULL_STEPS = StepLoad()
 
 

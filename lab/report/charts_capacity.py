@@ -18,8 +18,8 @@ def hockey_stick(summary: dict) -> Chart:
     highest = 0.0
     for index, (machine, entry) in enumerate((summary.get("machines") or {}).items()):
         found = (entry or {}).get("capacity") or {}
-        steps = [s for s in found.get("steps") or [] if not s.get("partial") and not s.get("warmup")
-                 and s.get("p99_ms") is not None]
+        steps = sorted((s for s in found.get("steps") or [] if not s.get("partial") and not s.get("warmup")
+                        and s.get("p99_ms") is not None), key=lambda s: s["rate_rps"])    # the finer ones in place
         if not steps:
             chart.missing.append(machine)
             continue
