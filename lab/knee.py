@@ -1,6 +1,7 @@
 """The second half of a capacity run's knee search: once the coarse steps have found a machine's knee (two steps in
-a row missed the SLO), finer steps (the profile's resolution_rps apart) between the last rate that met it and the
-first that missed, one machine after the other, each ended by its first miss. A capacity then costs the coarse
+a row missed the SLO), the last rate that met it again (a machine that misses it now has not recovered from the
+coarse overload, and its coarse figures stand) and finer steps (the profile's resolution_rps apart) up to the first
+that missed, one machine after the other, ended by the first miss. A capacity then costs the coarse
 steps up to the knee and a few near it, not every fine step from the start.
 
 The coarse steps' knee is the analysis's own (lab/analysis/capacity.py, from the results as written): the same rule

@@ -429,10 +429,14 @@ def test_each_step_counts_its_error_classes(tmp_path):
 def test_the_finer_steps_lie_between_the_last_rate_met_and_the_knee_at_the_resolution():
     load = replace(STEPS, resolution_rps=25)
     finer = load.refined(300, 400)
-    assert finer.rates() == [325, 350, 375] and finer.stop_after_misses == 1 and finer.warmup_s == 0
+    # the rate met before again first (did the machine recover from the overload?), then the finer ones
+    assert finer.rates() == [300, 325, 350, 375] and finer.stop_after_misses == 1
+    # a fresh JMeter starting at full rate is a burst: a step at half the rate first, not judged
+    assert finer.segments()[0] == (150, finer.step_s, True) and finer.arrivals()[0] == 150 * finer.step_s
+    assert "warm-up at 150 req/s" in finer.describe()
     assert finer.step_s == load.step_s and finer.slo == load.slo
     assert load.refined(300, 325) is None and replace(STEPS, resolution_rps=100).refined(300, 400) is None
-    assert replace(STEPS, resolution_rps=30).refined(300, 400).rates() == [330, 360, 390]
+    assert replace(STEPS, resolution_rps=30).refined(300, 400).rates() == [300, 330, 360, 390]
 
 
 def _refined_folder(root: Path, met: int, missed: int, steps: list[tuple[int, int, float, int]]) -> JMeterFolder:
@@ -449,17 +453,26 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
     coarse = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200),
                                  (4000, 300, 0, 2500), (5000, 900, 0.05, 4000)])
     assert (coarse["capacity_rps"], coarse["knee_rps"]) == (300, 400)
-    # 325 met, 350 missed: the load ended there
-    folder = _refined_folder(tmp_path, 300, 400, [(3250, 40, 0, 200), (3500, 400, 0, 2500)])
+    # 300 met again, 325 met, 350 missed: the load ended there
+    folder = _refined_folder(tmp_path, 300, 400, [(1500, 900, 0, 3000), (3000, 40, 0, 200), (3250, 40, 0, 200),
+                                                  (3500, 400, 0, 2500)])
     found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"], found["found"]) == (325, 350, True)
-    assert [(s["step"], s["rate_rps"], s.get("refined", False)) for s in found["steps"]][-3:] == [
-        (5, 500, False), (6, 325, True), (7, 350, True)]
-    assert found["refined"] == {"between": [300, 400], "steps": 2, "resolution_rps": 25}
+    assert [(s["step"], s["rate_rps"], s.get("refined", False), s["warmup"]) for s in found["steps"]][-5:] == [
+        (5, 500, False, False), (6, 150, True, True), (7, 300, True, False), (8, 325, True, False),
+        (9, 350, True, False)]
+    assert found["refined"] == {"between": [300, 400], "steps": 4, "resolution_rps": 25, "recovered": True}
     assert found["broke"].startswith("at 350 req/s offered")
     # every finer step met: the coarse knee stands, the capacity is the last of them
-    folder = _refined_folder(tmp_path / "all", 300, 400, [(3250, 40, 0, 200), (3500, 40, 0, 200), (3750, 40, 0, 200)])
+    folder = _refined_folder(tmp_path / "all", 300, 400, [(1500, 40, 0, 200), (3000, 40, 0, 200), (3250, 40, 0, 200),
+                                                          (3500, 40, 0, 200), (3750, 40, 0, 200)])
     found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"]) == (375, 400)
+    # the rate it met before now missed: it had not recovered from the overload, so nothing finer is claimed
+    folder = _refined_folder(tmp_path / "sick", 300, 400, [(1500, 40, 0, 200), (3000, 900, 0.3, 5000)])
+    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    assert (found["capacity_rps"], found["knee_rps"]) == (300, 400) and not found["refined"]["recovered"]
+    assert "had not recovered from the coarse steps' overload: at 300 req/s" in found["refined"]["note"]
+    assert found["steps"][-1]["refined"] and found["steps"][-1]["met"] is False
     # none ran: the coarse figures
     assert capacity.with_refined(coarse, JMeterFolder(tmp_path / "none"), "default", T0_MS / 1000) == coarse

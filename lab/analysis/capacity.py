@@ -18,8 +18,9 @@ Definitions (also in summary.json's capacity "basis"):
   (generator_bound_rps);
 - first, the warm-up (warmup_s at the start rate) warms the machine (its JIT, its pools): shown, never judged;
 - capacity: the highest rate of a step that met the SLO before stop_after_misses consecutive steps
-  missed it; the knee: the first of those steps. Then finer steps (resolution_rps apart) between the two, each
-  ended by its first miss (lab/knee.py): the capacity the highest of them met before it, the knee that miss. A machine that met it at every step has a capacity of
+  missed it; the knee: the first of those steps. Then the last rate met again and finer steps (resolution_rps
+  apart) up to the knee, ended by the first miss (lab/knee.py): the capacity the highest of them met before it, the
+  knee that miss; when the rate met before misses again, the machine had not recovered and the coarse figures stand. A machine that met it at every step has a capacity of
   at least the last rate (reached_max), not a measured one.
 """
 from __future__ import annotations
@@ -204,6 +205,14 @@ def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> 
     knee = next((s for s in coarse if s["rate_rps"] == found.get("knee_rps")), None)
     for number, step in enumerate(finer, start=len(coarse) + 1):
         step.update(step=number, refined=True)
+    between = [record.get("met_rps"), record.get("missed_rps")]
+    recheck = next((s for s in finer if not s["warmup"]), None)       # the rate it met before, again
+    if recheck is not None and recheck["met"] is False:     # missed now: still overloaded
+        return {**found, "steps": coarse + finer,
+                "refined": {"between": between, "steps": len(finer), "resolution_rps": load.resolution_rps,
+                            "recovered": False,
+                            "note": f"it had not recovered from the coarse steps' overload: at {recheck['rate_rps']} "
+                                    "req/s, which it met before, it missed; the coarse steps' capacity stands"}}
     for step in finer:
         if step["met"] is None:             # not delivered, or cut short without a certain miss: neither
             continue
@@ -214,8 +223,8 @@ def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> 
     return {**found, "steps": coarse + finer, "capacity_rps": met["rate_rps"] if met else None,
             "capacity_answered_rps": met["answered_rps"] if met else None,
             "knee_rps": knee["rate_rps"] if knee else None, "broke": _broke(knee, load.slo) if knee else None,
-            "refined": {"between": [record.get("met_rps"), record.get("missed_rps")], "steps": len(finer),
-                        "resolution_rps": load.resolution_rps}}
+            "refined": {"between": between, "steps": len(finer), "resolution_rps": load.resolution_rps,
+                        "recovered": recheck is not None and recheck["met"] is True}}
 
 
 def generator_ceiling(folder: JMeterFolder) -> dict | None:

@@ -62,12 +62,13 @@ class StepLoad:
     stop_after_misses: int = 2          # consecutive steps that missed the SLO: that machine's load ends
     warmup_s: int = 30                  # first, start_rps this long warms the machine (JIT, pools): never judged
     resolution_rps: int = 25            # once a knee is found, finer steps between the last met and it, this apart
+    warmup_rps: int = 0                 # the warm-up's rate (0: start_rps)
     model: str = field(default="open", init=False)
 
     def __post_init__(self) -> None:
         for name in ("start_rps", "step_rps", "step_s", "max_rps", "connect_timeout_ms", "response_timeout_ms",
-                     "stop_after_misses", "warmup_s", "resolution_rps"):
-            value, least = getattr(self, name), 0 if name == "warmup_s" else 1
+                     "stop_after_misses", "warmup_s", "resolution_rps", "warmup_rps"):
+            value, least = getattr(self, name), 0 if name in ("warmup_s", "warmup_rps") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"StepLoad.{name} must be an integer >= {least}, not {value!r}")
         if self.max_rps < self.start_rps:
@@ -78,20 +79,19 @@ class StepLoad:
         return list(range(self.start_rps, self.max_rps + 1, self.step_rps))
 
     def refined(self, met_rps: int, missed_rps: int) -> StepLoad | None:
-        """The second half of the knee search: steps resolution_rps apart strictly between the last rate that met the
-        SLO and the first that missed (the coarse knee), each as long as a coarse step, no warm-up (the machine is
-        warm; the coarse load's drain and a JMeter start let it recover), ended by the first miss; None when the
-        coarse steps were already that fine."""
-        start = met_rps + self.resolution_rps
-        if start >= missed_rps:
+        """The second half of the knee search: a step at half the last rate that met the SLO (a fresh JMeter's own
+        start, and the machine's recovery from the coarse overload: not judged), that rate again (did it recover?),
+        then steps resolution_rps apart up to just below the first that missed (the coarse knee), each as long as a
+        coarse step, ended by the first miss; None when the coarse steps were already that fine."""
+        if met_rps + self.resolution_rps >= missed_rps:
             return None
-        last = start + (missed_rps - 1 - start) // self.resolution_rps * self.resolution_rps
-        return replace(self, start_rps=start, step_rps=self.resolution_rps, max_rps=last, warmup_s=0,
-                       stop_after_misses=1)
+        last = met_rps + (missed_rps - 1 - met_rps) // self.resolution_rps * self.resolution_rps
+        return replace(self, start_rps=met_rps, step_rps=self.resolution_rps, max_rps=last, warmup_s=self.step_s,
+                       warmup_rps=max(1, met_rps // 2), stop_after_misses=1)
 
     def segments(self) -> list[tuple[int, int, bool]]:
         """The schedule in order: (rate, seconds, is the warm-up) for the warm-up, if any, then each step."""
-        warmup = [(self.start_rps, self.warmup_s, True)] if self.warmup_s else []
+        warmup = [(self.warmup_rps or self.start_rps, self.warmup_s, True)] if self.warmup_s else []
         return warmup + [(rate, self.step_s, False) for rate in self.rates()]
 
     @property
@@ -132,7 +132,8 @@ class StepLoad:
         return sum(self.arrivals())
 
     def describe(self) -> str:
-        warmup = f" after a {self.warmup_s} s warm-up (not judged)" if self.warmup_s else ""
+        at = f" at {self.warmup_rps} req/s" if self.warmup_rps and self.warmup_rps != self.start_rps else ""
+        warmup = f" after a {self.warmup_s} s warm-up{at} (not judged)" if self.warmup_s else ""
         return (f"open model: {self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s"
                 f"{warmup} until {self.stop_after_misses} step{'s miss' if self.stop_after_misses > 1 else ' misses'} "
                 f"{self.slo.describe()}")
