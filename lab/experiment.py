@@ -276,7 +276,9 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
     backend, profile, schedule, wiring = setup.backend, setup.profile, setup.schedule, setup.wiring
     # JMeter on CPUs of its own when the placement gives it some (taskset)
     cpus = setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None
-    if isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation":
+    # A capacity run's own: its generator's ceiling, and finer steps near each knee (an ablation's trials skip both)
+    searching = isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation"
+    if searching:
         measured.phase = "measuring the load generator's ceiling"
         generator.measure_ceiling(backend, _targets(setup), profile, folder, cpus, measured.problems)
     measured.phase = "starting PCP's logger"
@@ -299,7 +301,7 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
                     order=order, engines=engines, cpus=cpus, network=network,
                     stop_when=ThresholdWatch(setup.mode["thresholds"], getattr(profile, "ramp_s", 0))
                     if setup.mode.get("stop_on_fail") else None)
-                if isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation":
+                if searching:
                     measured.phase = "refining the knees"
                     measured.result = knee.refine(folder, profile, measured.result, urls, path, engines, network, cpus,
                                                   measured.problems)

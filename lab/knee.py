@@ -6,7 +6,7 @@ steps up to the knee and a few near it, not every fine step from the start.
 
 The coarse steps' knee is the analysis's own (lab/analysis/capacity.py, from the results as written): the same rule
 the report applies. Each machine's finer steps go to jmeter/refine/<machine>/ with steps.json (the steps it ran,
-and the bracket they came from); the summary joins them to the machine's steps (capacity.refine)."""
+and the bracket they came from); the summary joins them to the machine's steps (capacity.with_refined)."""
 from __future__ import annotations
 
 import json

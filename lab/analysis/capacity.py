@@ -20,8 +20,9 @@ Definitions (also in summary.json's capacity "basis"):
 - capacity: the highest rate of a step that met the SLO before stop_after_misses consecutive steps
   missed it; the knee: the first of those steps. Then the last rate met again and finer steps (resolution_rps
   apart) up to the knee, ended by the first miss (lab/knee.py): the capacity the highest of them met before it, the
-  knee that miss; when the rate met before misses again, the machine had not recovered and the coarse figures stand. A machine that met it at every step has a capacity of
-  at least the last rate (reached_max), not a measured one.
+  knee that miss; when the rate met before misses again, the machine had not recovered and the coarse figures
+  stand. A machine that met it at every step has a capacity of at least the last rate (reached_max), not a
+  measured one.
 """
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ DELIVERED = 0.9
 BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts), its rates over "
          "the span of those starts; p99 as JMeter computes it, failed requests included, the generator's own "
          f"port errors left out; a step the generator did not deliver (arrivals under {DELIVERED:.0%} of the rate, "
-         "or its own errors past the bound) can miss the SLO but not meet it; the warm-up before the steps not judged; capacity: the highest rate that met "
-         "the SLO before consecutive steps missed it, then the highest of the finer steps between it and the knee met "
+         "or its own errors past the bound) can miss the SLO but not meet it; the warm-up before the steps not "
+         "judged; capacity: the highest rate that met the SLO before consecutive steps missed it, then the highest of the finer steps between it and the knee met "
          "before the first of them missed")
 
 
@@ -185,19 +186,30 @@ def _note(capacity: dict | None, knee: dict | None, reached_max: bool, judged: l
     return None
 
 
+def _recorded(folder: JMeterFolder, name: str) -> tuple[dict, StepLoad, Samples | None] | None:
+    """A load the lab ran beside the machines' own (the ceiling's, a knee's finer steps): its record (folder/name,
+    with the profile it ran and the thread group whose results it wrote), the steps, and its results (None when
+    empty or missing); None when the record cannot be read (it did not run)."""
+    try:
+        record = json.loads((folder.root / name).read_text())
+        load = step_load(record["profile"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    results = folder.results(record.get("group") or record.get("machine") or "default")
+    return record, load, (read_results(results) or None) if results.is_file() else None
+
+
 def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> dict:
     """A machine's coarse steps joined by the finer ones its knee search ran near the knee (lab/knee.py, in folder):
     its capacity the highest of them met before the first that missed, its knee that miss (else the coarse ones).
     Unchanged when there were none."""
-    try:
-        record = json.loads((folder.root / "steps.json").read_text())
-        load = step_load(record["profile"])
-    except (OSError, ValueError, KeyError, TypeError):
+    recorded = _recorded(folder, "steps.json")
+    if recorded is None:
         return found
-    results = folder.results(machine)
-    samples = read_results(results) if results.is_file() else None
-    if not samples:
-        return {**found, "refined": {"between": [record.get("met_rps"), record.get("missed_rps")], "steps": 0,
+    record, load, samples = recorded
+    between = [record.get("met_rps"), record.get("missed_rps")]
+    if samples is None:
+        return {**found, "refined": {"between": between, "steps": 0,
                                      "note": "its finer steps gave no results: the coarse steps' capacity stands"}}
     finer = analyze(samples, load, t0)["steps"]
     coarse = found.get("steps") or []
@@ -205,7 +217,6 @@ def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> 
     knee = next((s for s in coarse if s["rate_rps"] == found.get("knee_rps")), None)
     for number, step in enumerate(finer, start=len(coarse) + 1):
         step.update(step=number, refined=True)
-    between = [record.get("met_rps"), record.get("missed_rps")]
     recheck = next((s for s in finer if not s["warmup"]), None)       # the rate it met before, again
     if recheck is not None and recheck["met"] is False:     # missed now: still overloaded
         return {**found, "steps": coarse + finer,
@@ -230,14 +241,11 @@ def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> 
 def generator_ceiling(folder: JMeterFolder) -> dict | None:
     """The load generator's ceiling from its own results (lab/load/ceiling.py), or None when it was not measured:
     the highest rate of its steps that arrived at the rate and met the SLO before the first that did not."""
-    try:
-        target = json.loads((folder.root / "target.json").read_text())
-        load = step_load(target["profile"])
-    except (OSError, ValueError, KeyError, TypeError):
+    recorded = _recorded(folder, "target.json")
+    if recorded is None:
         return None
-    results = folder.results(target.get("group", "default"))
-    samples = read_results(results) if results.is_file() else None
-    if not samples:
+    target, load, samples = recorded
+    if samples is None:
         return {"ceiling_rps": None, "reached_max": False, "steps": [], "where": target.get("where"),
                 "text": "not measured: its load gave no results", "basis": CEILING_BASIS}
     found = analyze(samples, load, samples.start[0] / 1000.0)

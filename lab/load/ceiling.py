@@ -2,7 +2,8 @@
 a capacity run's, against a target that costs nearly nothing (HTTPD's event MPM serving a small static file in
 the load generator's own network, lab/machines), stepped up until its requests no longer arrive at the rate or
 its answers miss the run's SLO. On a host where JMeter and the machines share CPUs the ceiling is JMeter's and
-that target's together: a lower bound of what JMeter alone could send (lab/analysis/capacity.py: ceiling()).
+that target's together: a lower bound of what JMeter alone could send (lab/analysis/capacity.py:
+generator_ceiling()).
 
 Its files, kept in the run folder (jmeter/generator/): the results as any machine's (JMeter's thread group
 "default" loads the target), target.json (where it listened, how it was loaded), the target's config and log."""
