@@ -474,5 +474,13 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
     assert (found["capacity_rps"], found["knee_rps"]) == (300, 400) and not found["refined"]["recovered"]
     assert "had not recovered from the coarse steps' overload: at 300 req/s" in found["refined"]["note"]
     assert found["steps"][-1]["refined"] and found["steps"][-1]["met"] is False
+    # finer steps that began above the rate met (no recheck) are not one: their first miss is the knee
+    folder = _refined_folder(tmp_path / "norecheck", 300, 400, [(3250, 40, 0, 200), (3500, 400, 0, 2500)])
+    record = json.loads((folder.root / "steps.json").read_text())
+    record["profile"].update(start_rps=325, warmup_s=0, warmup_rps=0)
+    (folder.root / "steps.json").write_text(json.dumps(record))
+    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    assert (found["capacity_rps"], found["knee_rps"], found["refined"]["recovered"]) == (325, 350, None)
+    assert "note" not in found["refined"]
     # none ran: the coarse figures
     assert capacity.with_refined(coarse, JMeterFolder(tmp_path / "none"), "default", T0_MS / 1000) == coarse

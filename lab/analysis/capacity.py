@@ -217,7 +217,8 @@ def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> 
     knee = next((s for s in coarse if s["rate_rps"] == found.get("knee_rps")), None)
     for number, step in enumerate(finer, start=len(coarse) + 1):
         step.update(step=number, refined=True)
-    recheck = next((s for s in finer if not s["warmup"]), None)       # the rate it met before, again
+    # the rate it met before, again (finer steps recorded before the lab ran one have none)
+    recheck = next((s for s in finer if not s["warmup"] and s["rate_rps"] == record.get("met_rps")), None)
     if recheck is not None and recheck["met"] is False:     # missed now: still overloaded
         return {**found, "steps": coarse + finer,
                 "refined": {"between": between, "steps": len(finer), "resolution_rps": load.resolution_rps,
@@ -235,7 +236,7 @@ def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> 
             "capacity_answered_rps": met["answered_rps"] if met else None,
             "knee_rps": knee["rate_rps"] if knee else None, "broke": _broke(knee, load.slo) if knee else None,
             "refined": {"between": between, "steps": len(finer), "resolution_rps": load.resolution_rps,
-                        "recovered": recheck is not None and recheck["met"] is True}}
+                        "recovered": recheck["met"] if recheck else None}}     # None: no recheck, or not judged
 
 
 def generator_ceiling(folder: JMeterFolder) -> dict | None:
