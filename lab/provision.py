@@ -46,11 +46,13 @@ class PlaybookResult:
 
 def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
                  given: dict[str, Path] | None = None, playbook: Path = PLAYBOOK,
-                 variables: dict | None = None) -> PlaybookResult:
+                 variables: dict | None = None, knobs_only: bool = False) -> PlaybookResult:
     """Runs site.yml (or another playbook of ansible/); prints each task as it starts, keeps the full output in
     a log file. limit: the hosts (comma separated); given: a knobs file per machine, which wins over the machine's
     own knobs (an A/A run gives the tuned machine the default one's, an ablation a configuration to each machine of
-    a pair, in one run); variables: extra vars, which win over every other."""
+    a pair, in one run); variables: extra vars, which win over every other; knobs_only: skips the tasks tagged base
+    (packages, accounts, folders, the build's files, PCP, the mock backend: what no tuning knob changes), for
+    machines `up` provisioned (an A/A run, an ablation; tests/test_ansible.py checks no knob reaches those tasks)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"ansible-{time.strftime('%Y%m%d-%H%M%S')}.log"
     command = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
@@ -60,6 +62,8 @@ def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
         command += ["--extra-vars", json.dumps({"lab_given_knobs": {m: str(path) for m, path in given.items()}})]
     if variables:
         command += ["--extra-vars", json.dumps(variables)]
+    if knobs_only:
+        command += ["--skip-tags", "base"]
     if playbook == PLAYBOOK:            # the machine profile, last: both machines get it, whatever else they get
         command += profiles.extra_vars()
     env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",

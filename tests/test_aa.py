@@ -21,10 +21,11 @@ pytestmark = pytest.mark.fast
 def playbooks(monkeypatch, tmp_path) -> SimpleNamespace:
     """Each machine a playbook run provisioned, with the knobs file it was given (runs); how many runs (calls);
     fail=True makes the next ones fail."""
-    seen = SimpleNamespace(runs=[], calls=0, fail=False)
+    seen = SimpleNamespace(runs=[], calls=0, fail=False, knobs_only=[])
 
-    def run_playbook(inventory, log_dir, limit=None, given=None):
+    def run_playbook(inventory, log_dir, limit=None, given=None, knobs_only=False):
         seen.calls += 1
+        seen.knobs_only.append(knobs_only)
         seen.runs.extend((machine, (given or {}).get(machine)) for machine in limit.split(","))
         return PlaybookResult(2 if seen.fail else 0, {machine: 1 for machine in limit.split(",")},
                               {machine: 1 for machine in limit.split(",")} if seen.fail else {}, tmp_path / "ansible.log")
@@ -51,8 +52,8 @@ def test_tuned_has_defaults_knobs_inside_and_its_own_after_even_when_interrupted
 def test_ctrl_c_while_tuned_takes_defaults_knobs_still_gives_its_own_back(host, playbooks, monkeypatch):
     real = provision.run_playbook
 
-    def interrupted_first(inventory, log_dir, limit=None, given=None):
-        real(inventory, log_dir, limit, given)
+    def interrupted_first(inventory, log_dir, limit=None, given=None, knobs_only=False):
+        real(inventory, log_dir, limit, given, knobs_only)
         if given:
             raise KeyboardInterrupt
         return PlaybookResult(0, {}, {}, log_dir)
@@ -119,6 +120,15 @@ def test_an_ablation_gives_both_machines_other_knobs_and_the_host_names_each_unt
     assert not host.aa_pending()
 
 
+def test_every_provisioning_of_a_block_changes_knobs_only_the_base_is_ups(host, playbooks, tmp_path):
+    # An A/A run or an ablation gives machines `up` provisioned other knobs, and their own back: each run skips
+    # what no knob changes (--skip-tags base), so every configuration runs on the base `up` made.
+    with aa.machines_with(FakeBackend(), host) as give:
+        give({"tuned": tmp_path / "a.yml"}, "configuration a")
+        give({"default": tmp_path / "a.yml", "tuned": tmp_path / "b.yml"}, "configurations a and b")
+    assert playbooks.calls == 3 and playbooks.knobs_only == [True, True, True]      # the last: their own back
+
+
 def test_a_record_of_an_earlier_lab_keeps_the_tuned_machine_when_the_default_one_is_given_others(
         host, playbooks, tmp_path):
     host.aa_file.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +142,7 @@ def test_a_record_of_an_earlier_lab_keeps_the_tuned_machine_when_the_default_one
 def test_a_pair_is_provisioned_in_one_run_and_a_machine_whose_part_failed_stays_named(host, monkeypatch, tmp_path):
     runs = []
 
-    def run_playbook(inventory, log_dir, limit=None, given=None):
+    def run_playbook(inventory, log_dir, limit=None, given=None, knobs_only=False):
         runs.append((limit, given))
         if given:
             return PlaybookResult(0, {"default": 5, "tuned": 5}, {}, tmp_path / "ansible.log")

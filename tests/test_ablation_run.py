@@ -39,7 +39,7 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
     seen = SimpleNamespace(playbooks=[], playbook_runs=[], measured=[], interrupt_at=None, unsettled=set(),
                            at_once=False, schedule=None, bias={"default": 1.0, "tuned": 1.0})
 
-    def run_playbook(inventory, log_dir, limit=None, given=None):
+    def run_playbook(inventory, log_dir, limit=None, given=None, knobs_only=False):
         seen.playbook_runs.append(limit)
         seen.playbooks.extend((machine, (given or {}).get(machine)) for machine in limit.split(","))
         return PlaybookResult(0, {machine: 1 for machine in limit.split(",")}, {}, tmp_path / "ansible.log")
@@ -136,8 +136,8 @@ def test_the_plan_says_how_many_configurations_and_how_long_at_most():
     assert "at most 4 configurations" in lines[1] and "x 3 trials x 10 users each, ramp 5 s, 40 s" in lines[1]
     assert lines[1].endswith("each on the tuned machine alone, measured as its steady-state throughput of requests "
                              "answered without error (the default configuration is the baseline)")
-    # 4 x (45 s provisioning + 3 x (40 s + 10 s)): the default machine is not loaded again
-    assert run.estimate_s(prepared.plan, 4) == 780 and "about 0.2 h at most" in lines[2]
+    # 4 x (35 s provisioning + 3 x (40 s + 10 s)): the default machine is not loaded again
+    assert run.estimate_s(prepared.plan, 4) == 740 and "about 0.2 h at most" in lines[2]
     # two at once: 2 pairs, each with both machines provisioned for each half, and the pair's 3 trials loading both
     assert run.estimate_s(replace(prepared.plan, schedule="parallel"), 4) == 2 * (2 * run.PAIR_PROVISION_S + 3 * (40 + 10))
     assert run.configurations_at_most(knob_groups.load()) == 1 + 28 + 7

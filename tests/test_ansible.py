@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -230,8 +231,51 @@ def test_per_os_values_are_loaded_by_os_family_and_task_files_imported():
         assert "ansible_facts['distribution']" not in text, f"{main}: per-OS values go by os family"
         assert "ansible.builtin.import_tasks" in text
         for task in _yaml(main):
-            assert set(task) <= {"name", "ansible.builtin.import_tasks", "ansible.builtin.include_vars"}, \
+            assert set(task) <= {"name", "ansible.builtin.import_tasks", "ansible.builtin.include_vars", "tags"}, \
                 f"{main} stays thin: imports and the per-OS values only"
+
+
+IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _base_task_files() -> list[Path]:
+    """The task files a role imports with the tag base (what lab/provision.py's knobs_only skips), with the templates
+    and the lab role's task files they use."""
+    files: list[Path] = []
+    for main in sorted((ANSIBLE / "roles").glob("*/tasks/main.yml")):
+        for task in _yaml(main):
+            if "base" in task.get("tags", []):
+                files.append(main.parent / task["ansible.builtin.import_tasks"])
+    for path in list(files):
+        role = path.parent.parent
+        files += [role / "templates" / name for name in re.findall(r"src: (\S+\.j2)", path.read_text())]
+        files += [ANSIBLE / "roles" / "lab" / "tasks" / f"{name}.yml"
+                  for name in re.findall(r"tasks_from: (\w+)", path.read_text())]
+    return files
+
+
+def test_no_tuning_knob_reaches_a_task_a_knobs_only_run_skips():
+    # An A/A run or an ablation provisions a machine in full once, then only changes its knobs (--skip-tags base):
+    # sound only while no knob, directly or through a variable made from it, is read by a task tagged base.
+    definitions: dict[str, str] = {}        # each variable's definitions as written, to follow one made of others
+    sources = [*(ANSIBLE / "roles").glob("*/defaults/main.yml"), *(ANSIBLE / "roles").glob("*/vars/*.yml"),
+               *(ANSIBLE / "group_vars").glob("*.yml")]
+    for path in sources:
+        for name, value in (_yaml(path) or {}).items():
+            definitions[name] = definitions.get(name, "") + " " + json.dumps(value)
+    groups = _yaml(ANSIBLE / "knob-groups.yml")["groups"]
+    knobs = {v for group in groups.values() for v in group["variables"]}
+    knobs |= set(_yaml(ANSIBLE / "host_vars" / "default.yml") or {}) | set(_yaml(ANSIBLE / "host_vars" / "tuned.yml"))
+    files = _base_task_files()
+    assert {path.parent.parent.name for path in files} >= {"lab", "java", "mock_service", "pcp"}, files
+    for path in files:
+        read = set(IDENTIFIER.findall(path.read_text())) & (set(definitions) | knobs)
+        seen: set[str] = set()
+        while read - seen:                  # the variables each read one is made of, to the end
+            name = (read - seen).pop()
+            seen.add(name)
+            read |= set(IDENTIFIER.findall(definitions.get(name, ""))) & (set(definitions) | knobs)
+        assert not read & knobs, f"{path.relative_to(ANSIBLE)} (tagged base) reads the knobs {sorted(read & knobs)}"
 
 
 def test_the_roles_handlers_share_the_lab_roles_restart_tasks():

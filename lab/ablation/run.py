@@ -32,9 +32,10 @@ from lab.runfolder import RunFolder
 
 AT_ONCE = "parallel"            # the schedule that measures two configurations at once
 # Rough costs on top of the load, for the estimate printed before it starts (measured on the local
-# backend: a playbook run that changes one group 37-52 s; a trial's PCP logger, evidence and summary about 10 s).
-PROVISION_S = 45
-PAIR_PROVISION_S = 55           # both machines in one run: 73 s against 63 s for one, for a run that changes nothing
+# backend, a playbook run that changes knobs only: 35 s for one machine, 47-63 s for both, 63 s when one
+# builds the native library; a trial's PCP logger, evidence and summary about 10 s).
+PROVISION_S = 35
+PAIR_PROVISION_S = 55           # both machines in one run
 TRIAL_OVERHEAD_S = 10
 
 
