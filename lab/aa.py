@@ -96,7 +96,8 @@ def _provision(backend: Backend, files: dict[str, Path] | None, machines: list[s
     """One playbook run for these machines, which `up` provisioned: what knobs change only (knobs_only), so
     every configuration runs on the same base, the one `up` made."""
     ordered = [machine for machine in MACHINES if machine in machines]
-    result = provision.run_playbook(backend.inventory, LOGS, limit=",".join(ordered), given=files, knobs_only=True)
+    result = provision.run_playbook(backend.inventory, LOGS, limit=",".join(ordered), given=files,
+                                    knobs_only=True)
     if result.returncode != 0:
         # a machine the recap shows without failures got what it was given; any other may be in between
         whole = [machine for machine in ordered if machine in result.changed and not result.failed.get(machine)]

@@ -255,8 +255,8 @@ def _base_task_files() -> list[Path]:
 
 
 def test_no_tuning_knob_reaches_a_task_a_knobs_only_run_skips():
-    # An A/A run or an ablation provisions a machine in full once, then only changes its knobs (--skip-tags base):
-    # sound only while no knob, directly or through a variable made from it, is read by a task tagged base.
+    # An A/A run or an ablation only changes the knobs of machines `up` provisioned (--skip-tags base): sound only
+    # while no knob, directly or through a variable made from it, is read by a task tagged base.
     definitions: dict[str, str] = {}        # each variable's definitions as written, to follow one made of others
     sources = [*(ANSIBLE / "roles").glob("*/defaults/main.yml"), *(ANSIBLE / "roles").glob("*/vars/*.yml"),
                *(ANSIBLE / "group_vars").glob("*.yml")]

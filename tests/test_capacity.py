@@ -456,7 +456,7 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
     # 300 met again, 325 met, 350 missed: the load ended there
     folder = _refined_folder(tmp_path, 300, 400, [(1500, 900, 0, 3000), (3000, 40, 0, 200), (3250, 40, 0, 200),
                                                   (3500, 400, 0, 2500)])
-    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"], found["found"]) == (325, 350, True)
     assert [(s["step"], s["rate_rps"], s.get("refined", False), s["warmup"]) for s in found["steps"]][-5:] == [
         (5, 500, False, False), (6, 150, True, True), (7, 300, True, False), (8, 325, True, False),
@@ -466,11 +466,11 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
     # every finer step met: the coarse knee stands, the capacity is the last of them
     folder = _refined_folder(tmp_path / "all", 300, 400, [(1500, 40, 0, 200), (3000, 40, 0, 200), (3250, 40, 0, 200),
                                                           (3500, 40, 0, 200), (3750, 40, 0, 200)])
-    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"]) == (375, 400)
     # the rate it met before now missed: it had not recovered from the overload, so nothing finer is claimed
     folder = _refined_folder(tmp_path / "sick", 300, 400, [(1500, 40, 0, 200), (3000, 900, 0.3, 5000)])
-    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"]) == (300, 400) and not found["refined"]["recovered"]
     assert "had not recovered from the coarse steps' overload: at 300 req/s" in found["refined"]["note"]
     assert found["steps"][-1]["refined"] and found["steps"][-1]["met"] is False
@@ -479,8 +479,8 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
     record = json.loads((folder.root / "steps.json").read_text())
     record["profile"].update(start_rps=325, warmup_s=0, warmup_rps=0)
     (folder.root / "steps.json").write_text(json.dumps(record))
-    found = capacity.with_refined(coarse, folder, "default", T0_MS / 1000)
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"], found["refined"]["recovered"]) == (325, 350, None)
     assert "note" not in found["refined"]
     # none ran: the coarse figures
-    assert capacity.with_refined(coarse, JMeterFolder(tmp_path / "none"), "default", T0_MS / 1000) == coarse
+    assert capacity.with_refined(coarse, JMeterFolder(tmp_path / "none"), T0_MS / 1000) == coarse

@@ -42,8 +42,8 @@ BASIS = ("each step: the rate x length requests that arrived in it (in the order
          "the span of those starts; p99 as JMeter computes it, failed requests included, the generator's own "
          f"port errors left out; a step the generator did not deliver (arrivals under {DELIVERED:.0%} of the rate, "
          "or its own errors past the bound) can miss the SLO but not meet it; the warm-up before the steps not "
-         "judged; capacity: the highest rate that met the SLO before consecutive steps missed it, then the highest of the finer steps between it and the knee met "
-         "before the first of them missed")
+         "judged; capacity: the highest rate that met the SLO before consecutive steps missed it, then the highest of "
+         "the finer steps between it and the knee met before the first of them missed")
 
 
 CEILING_BASIS = ("JMeter's open model, as a capacity run's, against HTTPD's static file in the load generator's own "
@@ -199,7 +199,7 @@ def _recorded(folder: JMeterFolder, name: str) -> tuple[dict, StepLoad, Samples 
     return record, load, (read_results(results) or None) if results.is_file() else None
 
 
-def with_refined(found: dict, folder: JMeterFolder, machine: str, t0: float) -> dict:
+def with_refined(found: dict, folder: JMeterFolder, t0: float) -> dict:
     """A machine's coarse steps joined by the finer ones its knee search ran near the knee (lab/knee.py, in folder):
     its capacity the highest of them met before the first that missed, its knee that miss (else the coarse ones).
     Unchanged when there were none."""

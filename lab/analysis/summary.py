@@ -165,7 +165,7 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
         entry["load"] = analyze_load(samples, t0, ramp_s, series.setdefault("load", {}), steady=steps is None)
         if steps is not None:
             entry["capacity"] = capacity.with_refined(capacity.analyze(samples, steps, t0),
-                                                      folder.jmeter.refine(machine), machine, t0)
+                                                      folder.jmeter.refine(machine), t0)
         window = (entry["load"]["window"]["start_at"], entry["load"]["window"]["end_at"])
         load_window = (t0 + entry["load"]["load_start_s"], t0 + entry["load"]["load_end_s"])
     else:
