@@ -97,6 +97,11 @@ class JMeterFolder:
     def results(self, machine: str) -> Path:
         return self.machine_dir(machine) / "results.csv"
 
+    def load_ended(self, machine: str) -> Path:
+        """Made when a machine's open-model load ends before the other's (past its knee): its thread group's
+        arrivals then send nothing (lab/load/openmodel.py's If Controller)."""
+        return self.machine_dir(machine) / "load-ended"
+
     def phase_log(self, machine: str) -> Path:
         """The log of a sequential run's phase for this machine (merged into log afterwards)."""
         return self.machine_dir(machine) / "jmeter.log"

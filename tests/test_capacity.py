@@ -15,8 +15,10 @@ from lab import cli, options
 from lab.analysis import capacity
 from lab.analysis.jmeter import error_class, read_results
 from lab.analysis.summary import summarize
+from lab.load import openplan
 from lab.load.jmeter import PLAN
-from lab.load.openmodel import IDLE_SCHEDULE, Slo, StepLoad, StepWatch, open_plan
+from lab.load.openmodel import IDLE_SCHEDULE, Slo, StepLoad, StepWatch
+from lab.load.openplan import open_plan
 from lab.load.run import CSV_COLUMNS
 from lab.report import render
 from lab.runfolder import JMeterFolder
@@ -48,7 +50,7 @@ def test_a_step_load_refuses_what_cannot_run(bad):
 def test_the_open_plan_is_the_labs_plan_with_open_model_groups(tmp_path):
     plan = ET.parse(open_plan(PLAN, tmp_path / "open.jmx")).getroot()
     closed = ET.parse(PLAN).getroot()
-    assert not plan.findall(".//ThreadGroup")
+    assert [g.get("testname") for g in plan.findall(".//ThreadGroup")] == [openplan.WATCH]
     groups = plan.findall(".//OpenModelThreadGroup")
     assert [g.get("testname") for g in groups] == ["default", "tuned"]
     schedules = [g.find("stringProp[@name='OpenModelThreadGroup.schedule']").text for g in groups]
@@ -56,6 +58,24 @@ def test_the_open_plan_is_the_labs_plan_with_open_model_groups(tmp_path):
     # the same requests, to the same result files
     for tag in ("HTTPSamplerProxy", "ResultCollector"):
         assert [ET.tostring(e) for e in plan.iter(tag)] == [ET.tostring(e) for e in closed.iter(tag)]
+    # each group's requests under an If Controller on its own flag; its results writer stays at the group's level
+    for group, machine in zip(groups, ("default", "tuned"), strict=True):
+        tree = next(parent for parent in plan.iter() if group in list(parent))
+        below = list(tree)[list(tree).index(group) + 1]
+        assert [child.tag for child in below] == ["IfController", "hashTree", "ResultCollector", "hashTree"]
+        condition = below[0].find("stringProp[@name='IfController.condition']").text
+        assert condition == f"${{__P({machine}.load_on,true)}}"     # a property read per arrival, no script
+        assert below[0].find("boolProp[@name='IfController.useExpression']").text == "true"
+        assert [child.tag for child in below[1]] == ["HTTPSamplerProxy", "hashTree"]
+        assert below[1][0].get("testname") == machine
+    # the watch that sets them: one thread for the schedule's length, its samples ignored
+    watch = plan.find(".//ThreadGroup")
+    assert watch is not None and watch.find("stringProp[@name='ThreadGroup.num_threads']").text == "1"
+    assert watch.find("stringProp[@name='ThreadGroup.duration']").text == "${__P(watch_s,1)}"
+    script = plan.find(".//JSR223Sampler/stringProp[@name='script']").text
+    assert "SampleResult.setIgnore()" in script and "for (machine in ['default', 'tuned'])" in script
+    assert "props.setProperty(machine + '.load_on', 'false')" in script
+    assert STEPS.properties()["watch_s"] == str(STEPS.duration_s)
 
 
 def test_a_capacity_run_keeps_the_plan_it_ran_in_its_folder(tmp_path):

@@ -175,6 +175,28 @@ def test_each_machines_pmcd_serves_its_httpd_and_service_metrics(status, machine
     assert f"name:{connector}\"] value" in result.stdout, result.stdout
 
 
+@pytest.mark.parametrize("machine", ["default", "tuned"])
+def test_pmcd_shows_the_service_account_its_own_processes_only(status, machine):
+    # pmcd's process agent answers each client as its own user may read /proc (no -A): the service account sees
+    # the environment of its own processes (the service's) over pmcd's unix socket, never pmcd's own (root's,
+    # with PCP_RUN_DIR in it), and over TCP nothing of any process. Root, on the socket, sees both.
+    backend = LocalBackend()
+    socket = backend.home(machine) / "pcp" / "run" / "pmcd.socket"
+    as_service = ["setpriv", f"--reuid={LAB_USER}", f"--regid={LAB_USER}", "--init-groups", "--"]
+
+    def environments(host: str, user: list[str]) -> str:
+        result = backend.run_in(machine, [*user, "pminfo", "-h", host, "-f", "proc.psinfo.environ"], timeout=60)
+        assert "Connection refused" not in result.stderr + result.stdout, (host, result)
+        return result.stdout
+
+    root = environments(f"unix:{socket}", [])
+    assert "PCP_RUN_DIR=" in root, root[-2000:]
+    own = environments(f"unix:{socket}", as_service)
+    assert "PCP_RUN_DIR=" not in own and re.search(r'value "[^"]*=', own), own[-2000:]
+    over_tcp = environments("127.0.0.1:44321", as_service)
+    assert not re.search(r'value "[^"]*=', over_tcp), over_tcp[-2000:]
+
+
 def _listeners(machine: str) -> set[str]:
     """The machine's listening TCP sockets, as local address:port."""
     result = LocalBackend().run_in(machine, ["ss", "-Hltn"])
@@ -1056,6 +1078,7 @@ def test_down_leaves_nothing(status):
     processes = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert str(LOCAL_ROOT) not in processes
     assert not LOCAL_ROOT.exists()
+    assert not Path("/run/camel-tuning-lab").exists()      # the machines' supervisord sockets
     assert subprocess.run(["id", LAB_USER], capture_output=True).returncode != 0
     assert HostLab().owner() is None       # nothing is up: the next start.sh chooses afresh
     assert "camel-tuning-lab" not in Path("/proc/swaps").read_text()     # the lab's swap file is gone

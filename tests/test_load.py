@@ -171,7 +171,9 @@ def test_parallel_load_on_two_machines(processes, tmp_path: Path) -> None:
     assert not result.interrupted and result.schedule == "parallel" and result.profile == profile
     assert result.problems == []
     assert 20 <= result.ended_at - result.started_at < 60
-    assert (out / "jmeter.log").is_file() and "Starting ThreadGroup" in (out / "jmeter.log").read_text()
+    logged = (out / "jmeter.log").read_text()
+    # the run's own lines, not a line per thread's start and end (3 a request in an open model)
+    assert "Starting ThreadGroup" in logged and "Thread started" not in logged and "Thread finished" not in logged
     first_samples = {}
     for machine, port in ports.items():
         assert result.results[machine] == out / machine / "results.csv"
@@ -347,6 +349,28 @@ def test_a_lost_threshold_stops_the_load_and_the_phases_still_to_come(processes,
     assert not result.interrupted and "tuned" not in result.results
     _, refused = read_results(result.results["default"])
     assert refused and all(row["success"] == "false" for row in refused)
+    assert not jmeter_processes(tmp_path)
+
+
+def test_a_machine_past_its_knee_gets_no_more_arrivals_while_the_other_loads_on(processes, tmp_path: Path) -> None:
+    # An open model on both machines at once: default refuses every connection, so its steps miss the SLO from the
+    # first; once two have, its arrivals send nothing more (JMeter cannot stop one thread group: the plan's If
+    # Controller reads the flag the lab makes), while tuned's go on to the end of their schedule.
+    port = start_mock(processes, tmp_path / "mock")
+    steps = load.StepLoad(start_rps=20, step_rps=20, step_s=4, max_rps=80, warmup_s=0, connect_timeout_ms=1000,
+                          response_timeout_ms=2000)
+    result = load.run({"default": f"http://127.0.0.1:{free_port()}", "tuned": f"http://127.0.0.1:{port}"}, steps,
+                      tmp_path / "run", schedule="parallel", path="/data", progress_interval_s=1, dashboards=False)
+    out = JMeterFolder(tmp_path / "run")
+    assert out.load_ended("default").is_file() and not out.load_ended("tuned").exists()
+    assert list(result.ended_early) == ["default"] and not result.interrupted, result
+    _, refused = read_results(result.results["default"])
+    _, answered = read_results(result.results["tuned"])
+    # no request of default's started after the flag was made (a poll's arrivals may have been on their way)
+    assert refused and all(row["success"] == "false" for row in refused)
+    assert max(int(row["timeStamp"]) for row in refused) / 1000 <= out.load_ended("default").stat().st_mtime + 0.2
+    assert len(refused) < sum(steps.arrivals()) / 2
+    assert len(answered) == sum(steps.arrivals()) and all(row["success"] == "true" for row in answered)
     assert not jmeter_processes(tmp_path)
 
 

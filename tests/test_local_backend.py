@@ -362,11 +362,11 @@ def test_missing_tool_names_its_package(monkeypatch) -> None:
 def test_supervisord_conf() -> None:
     m = Machine("t1", 201, Path("/srv/m/t1"), prefix=PREFIX)
     text = lifecycle.supervisord_conf_text(m)
-    for line in ("[unix_http_server]", "file=/srv/m/t1/supervisor/supervisor.sock", "chmod=0700",
+    for line in ("[unix_http_server]", f"file=/run/camel-tuning-lab/{PREFIX}-t1.sock", "chmod=0700",
                  "logfile=/srv/m/t1/logs/supervisord.log", "pidfile=/srv/m/t1/supervisor/supervisord.pid",
                  "childlogdir=/srv/m/t1/logs", "nodaemon=false",
                  "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
-                 "serverurl=unix:///srv/m/t1/supervisor/supervisor.sock", "files = /srv/m/t1/supervisor/conf.d/*.conf"):
+                 f"serverurl=unix:///run/camel-tuning-lab/{PREFIX}-t1.sock", "files = /srv/m/t1/supervisor/conf.d/*.conf"):
         assert line in text.splitlines()
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.load.jmeter import log_levels
 from lab.load.profile import LoadError
 from lab.machines.manifest import role_default
 from lab.paths import REPO
@@ -128,7 +129,7 @@ def engine_arguments(address: str, properties: Path, log: Path, port: int | None
     """JMeter's arguments for an engine (jmeter-server) on address with the lab's TLS: its registry on port
     (default: the role's ports)."""
     port, object_port = port or engine_ports()[0], object_port or engine_ports()[1]
-    return ["-s", "-j", str(log), "-q", str(properties), f"-Jserver_port={port}",
+    return ["-s", "-j", str(log), *log_levels(), "-q", str(properties), f"-Jserver_port={port}",
             f"-Jserver.rmi.localport={object_port}", f"-Djava.rmi.server.hostname={address}"]
 
 

@@ -73,6 +73,11 @@ def jvm_args() -> list[str]:
     return [str(option) for option in role_default("jmeter_engine", "jmeter_engine_java_options")]
 
 
+def log_levels() -> list[str]:
+    """JMeter's -L options for a load run, the same for this host's JMeter and the engines (the jmeter_engine role's)."""
+    return [f"-L{level}" for level in role_default("jmeter_engine", "jmeter_engine_log_levels")]
+
+
 def as_properties(properties: dict[str, str], flag: str = "-J") -> list[str]:
     """JMeter properties as its command line takes them: -Jname=value, or -Gname=value for remote engines."""
     return [f"{flag}{key}={value}" for key, value in properties.items()]

@@ -1,18 +1,14 @@
 """The capacity experiment's load: an open model (requests arrive at a rate, whether or not earlier ones
 were answered), stepped up from a start rate by a step every step length, as JMeter 5.6's own Open Model
 Thread Group runs it. The plan is the lab's closed-model plan with each machine's thread group swapped
-for an Open Model Thread Group (open_plan), so both kinds of run send the same requests.
+for an Open Model Thread Group (lab/load/openplan.py), so both kinds of run send the same requests.
 
 An open model is what a closed one hides: a closed user waits for its slow answer before it sends the
 next request, so a slow server is offered less load (coordinated omission); arrivals at a rate keep
 coming, queue, and show where the machine stops keeping up."""
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-
-from lab.load.profile import LoadError
 
 # A group that loads nothing (the other machine's, in the sequential schedule): no arrival at all.
 IDLE_SCHEDULE = "rate(0/s) random_arrivals(1 s) rate(0/s)"
@@ -121,7 +117,8 @@ class StepLoad:
                          f"pause({self.drain_s} s)"])
 
     def properties(self) -> dict[str, str]:
-        return {"schedule": self.schedule(), "connect_timeout_ms": str(self.connect_timeout_ms),
+        return {"schedule": self.schedule(), "watch_s": str(self.duration_s),     # openplan.WATCH's length
+                "connect_timeout_ms": str(self.connect_timeout_ms),
                 "response_timeout_ms": str(self.response_timeout_ms), "think_ms": "0",
                 "keep_alive": "true" if self.keep_alive else "false"}
 
@@ -146,39 +143,6 @@ class StepLoad:
 
 QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30, resolution_rps=50)
 FULL_STEPS = StepLoad()
-
-
-def open_plan(closed_plan: Path, destination: Path) -> Path:
-    """The closed-model plan with each ThreadGroup replaced by an Open Model Thread Group whose schedule
-    is the property <machine>.schedule (else schedule); samplers and result files stay as they are."""
-    try:
-        tree = ET.parse(closed_plan)
-    except (OSError, ET.ParseError) as error:
-        raise LoadError(f"cannot read the plan {closed_plan}: {error}") from error
-    groups = 0
-    for parent in tree.iter():
-        for index, child in enumerate(list(parent)):
-            if child.tag != "ThreadGroup":
-                continue
-            machine = child.get("testname", "")
-            group = ET.Element("OpenModelThreadGroup", {"guiclass": "OpenModelThreadGroupGui",
-                                                        "testclass": "OpenModelThreadGroup", "testname": machine})
-            ET.SubElement(group, "stringProp", {"name": "TestPlan.comments"}).text = (
-                f"Arrivals at the rates of {machine}.schedule (the lab's capacity experiment).")
-            ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller",
-                                                 "elementType": "OpenModelThreadGroupController"})
-            ET.SubElement(group, "stringProp", {"name": "ThreadGroup.on_sample_error"}).text = "continue"
-            ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.schedule"}).text = (
-                f"${{__P({machine}.schedule,${{__P(schedule,{IDLE_SCHEDULE})}})}}")
-            ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.random_seed"}).text = ""
-            parent.remove(child)
-            parent.insert(index, group)
-            groups += 1
-    if not groups:
-        raise LoadError(f"{closed_plan} has no ThreadGroup to turn into an open model")
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    tree.write(destination, encoding="UTF-8", xml_declaration=True)
-    return destination
 
 
 class StepWatch:

@@ -19,9 +19,10 @@ from lab.interrupts import sigterm_as_interrupt
 from lab.load.cpu import CpuSampler
 from lab.load.dashboards import generate as generate_dashboards
 from lab.load.engines import Engines, client_arguments, split_users
-from lab.load.jmeter import PLAN, as_properties, java_executable, launch, runtime_jar
+from lab.load.jmeter import PLAN, as_properties, java_executable, launch, log_levels, runtime_jar
 from lab.load.network import ClientNetwork
-from lab.load.openmodel import StepLoad, StepWatch, open_plan
+from lab.load.openmodel import StepLoad, StepWatch
+from lab.load.openplan import open_plan
 from lab.load.processes import kill, wait
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _MachineProgress
@@ -109,8 +110,10 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
             continue
         plan.update({f"{machine}.protocol": target.protocol, f"{machine}.host": target.host,
                      f"{machine}.port": str(target.port), f"{machine}.path": target.path})
+        if isinstance(profile, StepLoad):
+            plan[f"{machine}.load_ended"] = str(folder.load_ended(machine))
         client[f"{machine}.results"] = str(folder.results(machine))
-    head = ["-n", "-t", str(_plan(profile, folder)), "-j", str(log)]
+    head = ["-n", "-t", str(_plan(profile, folder)), "-j", str(log), *log_levels()]
     if engines is None:
         return launch(java, jar, *head, *as_properties({**plan, **client}))
     if isinstance(profile, LoadProfile):        # each engine runs the whole plan: a share of the users each
@@ -157,6 +160,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     for target in parsed:                       # a fresh run: JMeter would append to old results
         out.machine_dir(target.machine).mkdir(exist_ok=True)
         out.results(target.machine).unlink(missing_ok=True)
+        out.load_ended(target.machine).unlink(missing_ok=True)
         shutil.rmtree(out.dashboard_dir(target.machine), ignore_errors=True)
     log = out.log
     log.write_text("")
@@ -278,9 +282,14 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
                     _stop_jmeter(popen, udp_port, problems, entered)
                     stopped = True
                     break
+                for machine in machines:        # past its knee while another still loads: its arrivals end
+                    if machine.broken and machine.ended_early_s is None and len(machines) > 1:
+                        machine.ended_early_s = round(now - machines[0].started, 1)
+                        out.load_ended(machine.machine).touch()
                 if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
                     for machine in machines:
-                        machine.ended_early_s = round(now - machines[0].started, 1)
+                        if machine.ended_early_s is None:
+                            machine.ended_early_s = round(now - machines[0].started, 1)
                     _stop_jmeter(popen, udp_port, problems, entered)
                     stopped = True
                     break

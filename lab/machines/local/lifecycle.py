@@ -2,6 +2,7 @@
 machine's life: up, down, status and the kernel's memory counters."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -101,6 +102,7 @@ def _prepare_dirs(m: Machine) -> None:
         marker.write_text(json.dumps({"name": m.name, "index": m.index, "prefix": m.prefix}) + "\n")
     for directory in (m.supervisor_dir, m.supervisor_include_dir, m.log_dir):
         directory.mkdir(exist_ok=True)
+    m.supervisor_socket.parent.mkdir(mode=0o700, exist_ok=True)
     text = supervisord_conf_text(m)
     if _read(m.supervisord_conf) != text.strip():
         m.supervisord_conf.write_text(text)
@@ -169,6 +171,9 @@ def down(m: Machine, *, cgroups: CgroupLayout | None = None, stop_timeout: float
     if left:
         raise LocalBackendError(f"processes {sorted(left)} of machine {m.name} survived SIGKILL: check them (ps -p ...)")
     cgroup.remove()
+    m.supervisor_socket.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):         # another machine's socket is still there
+        m.supervisor_socket.parent.rmdir()
     if _link(m.veth) is not None:
         _run([ip, "link", "del", m.veth], f"removing veth {m.veth}")
     if _netns_exists(m):

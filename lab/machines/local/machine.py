@@ -36,6 +36,9 @@ from lab.machines import MACHINES
 from lab.machines.local.memory import MemoryModel
 
 NETNS_DIR = Path("/run/netns")
+# supervisord's control sockets: an AF_UNIX path holds at most 107 bytes, which a machine root under a deep
+# checkout (or pytest's temporary folders) passes; root-only, like /run/netns.
+SOCKET_DIR = Path("/run/camel-tuning-lab")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MOUNTS_FILE = Path("/proc/self/mounts")
 MARKER = ".camel-tuning-lab-machine"
@@ -123,7 +126,7 @@ class Machine:
 
     @property
     def supervisor_socket(self) -> Path:
-        return self.supervisor_dir / "supervisor.sock"
+        return SOCKET_DIR / f"{self.netns}.sock"
 
     @property
     def supervisord_pidfile(self) -> Path:
