@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             args.backend, args.inventory, why = lifecycle.default_backend(host)
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
         host.check(args.command or "up", args.backend)
+        host.check_inventory(args.command or "up", args.inventory)
         if plan is not None:
             runfolder.check_free_space(plan.repeat * (load.run_folder_bytes(plan.profile) + (
                 2 * load.run_folder_bytes(limits.profile_for(plan.profile)) if plan.host_limits else 0)))
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             return show_status(backend, args.json)
         with host.busy(" ".join(["./start.sh", *argv])):
             host.check(args.command or "up", args.backend)      # again: another command may have ended meanwhile
+            host.check_inventory(args.command or "up", args.inventory)
             if prepared is not None:
                 return ablation_command.run(backend, host, prepared)
             return _change(args, backend, host, plan, setup)

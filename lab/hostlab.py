@@ -2,9 +2,9 @@
 account are global, and two labs loading one host's CPUs measure nothing; so the host records which
 checkout's lab is up (and with which backend), and commands run one at a time.
 
-    owner.json   {"checkout", "backend", "inventory", "since"}: written by up, removed by down;
-                 status, run and down from another checkout refuse while it names a checkout
-                 that still exists.
+    owner.json   {"checkout", "backend", "inventory", "inventory_sha256", "since"}: written by up, removed by
+                 down; status, run and down from another checkout refuse while it names a checkout
+                 that still exists, and every command but up an inventory edited since up.
     busy.lock    held (flock) by the up, run or down that is changing the machines; released by
                  the kernel when that process ends, however it ends.
     tuned-as-default.json   while an A/A run's tuned machine carries the default one's knobs
@@ -13,6 +13,7 @@ checkout's lab is up (and with which backend), and commands run one at a time.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -55,9 +56,20 @@ class Owner:
     backend: str
     inventory: Path | None
     since: str
+    inventory_sha256: str | None = None     # inventory_fingerprint() at up
 
     def describe(self) -> str:
         return f"{self.backend} backend, up since {self.since}, from the checkout at {self.checkout}"
+
+
+def inventory_fingerprint(inventory: Path) -> str:
+    """What Ansible reads on an inventory's side: the file, and the group_vars/ and host_vars/ beside it."""
+    beside = sorted(path for folder in ("group_vars", "host_vars") for path in (inventory.parent / folder).rglob("*")
+                    if path.is_file())
+    digest = hashlib.sha256()
+    for path in [inventory, *beside]:
+        digest.update(str(path.relative_to(inventory.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def remove_if_empty(folder: Path) -> None:
@@ -83,7 +95,7 @@ class HostLab:
             data = json.loads(self.owner_file.read_text())
             inventory = data.get("inventory")
             return Owner(Path(data["checkout"]), str(data["backend"]), Path(inventory) if inventory else None,
-                         str(data.get("since", "?")))
+                         str(data.get("since", "?")), data.get("inventory_sha256"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
@@ -102,6 +114,24 @@ class HostLab:
         if owner and command == "up" and owner.backend != backend:
             raise NotOurs(f"a lab is up on this host ({owner.describe()}): one lab per host, so "
                           f"`up --backend {backend}` waits until `./start.sh down --backend {owner.backend}`")
+
+    def check_inventory(self, command: str, inventory: Path | None) -> None:
+        """Refuses, for any command but up, an inventory other than the lab's or edited since up (the file, or the
+        group_vars/ and host_vars/ beside it): every playbook run is root's and would do what the edit says."""
+        owner = self.owner()
+        if command == "up" or inventory is None or owner is None or owner.inventory is None:
+            return
+        fix = f"`./start.sh up --inventory {owner.inventory}` provisions the machines with it, then ./start.sh {command}"
+        if inventory.resolve() != owner.inventory:
+            raise NotOurs(f"the lab that is up was provisioned with the inventory {owner.inventory}, not {inventory}")
+        try:
+            now = inventory_fingerprint(owner.inventory)
+        except OSError as error:
+            raise LabError(f"the lab's inventory {owner.inventory} cannot be read ({error.strerror or error}): "
+                           f"put it back, or {fix}") from error
+        if owner.inventory_sha256 is not None and now != owner.inventory_sha256:
+            raise LabError(f"{owner.inventory} (or the group_vars/ or host_vars/ beside it) was edited since up "
+                           f"({owner.since}): {fix}")
 
     def check_checkout(self, command: str) -> None:
         """Refuses a command from another checkout than the one whose lab is up (standard library
@@ -151,8 +181,13 @@ class HostLab:
 
     def claim(self, backend: str, inventory: Path | None) -> None:
         """Records this checkout's lab as the one that is up."""
+        try:            # an earlier version's record may name an inventory that is gone: nothing to compare
+            fingerprint = inventory_fingerprint(inventory.resolve()) if inventory else None
+        except OSError:
+            fingerprint = None
         RunFolder.write_json(self.owner_file, {"checkout": str(self.checkout), "backend": backend,
                                                "inventory": str(inventory.resolve()) if inventory else None,
+                                               "inventory_sha256": fingerprint,
                                                "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
 
     def release(self, backend: str) -> None:

@@ -17,7 +17,7 @@ from lab import (
     hostlab,  # noqa: E402
 )
 from lab.errors import LabError  # noqa: E402
-from lab.hostlab import HostLab, NotOurs  # noqa: E402
+from lab.hostlab import HostLab, NotOurs, inventory_fingerprint  # noqa: E402
 
 pytestmark = pytest.mark.fast
 
@@ -40,6 +40,40 @@ def test_up_claims_the_host_and_down_releases_it(tmp_path):
     mine.release("local")
     assert mine.owner() is None
     assert not (tmp_path / "state").exists()        # nothing of the lab left on the host
+
+
+def test_an_inventory_edited_since_up_is_refused_until_up_takes_the_edit(tmp_path):
+    # Every later command runs Ansible as root with the inventory up was given: an edit to it (or to the host_vars/
+    # and group_vars/ Ansible reads beside it) would run as root without the user having asked for it.
+    mine = _host(tmp_path, tmp_path / "mine")
+    inventory = tmp_path / "ssh" / "hosts.yml"
+    (inventory.parent / "host_vars").mkdir(parents=True)
+    inventory.write_text("lab_machines: {hosts: {default: {ansible_host: 192.0.2.1}, tuned: {ansible_host: 192.0.2.2}}}\n")
+    knobs = inventory.parent / "host_vars" / "tuned.yml"
+    knobs.write_text("httpd_mpm: worker\n")
+    mine.claim("ssh", inventory)
+    assert mine.owner().inventory_sha256 == inventory_fingerprint(inventory)
+    for command in ("status", "run", "capacity", "down", "up"):
+        mine.check_inventory(command, inventory)
+    with pytest.raises(NotOurs, match=rf"provisioned with the inventory {inventory}, not {tmp_path / 'other.yml'}"):
+        mine.check_inventory("run", tmp_path / "other.yml")
+    knobs.write_text("httpd_mpm: worker\nansible_become_exe: sh -c 'id > /tmp/pwned'\n")
+    for command in ("status", "run", "capacity", "down"):
+        with pytest.raises(LabError, match=rf"^{inventory} \(or the group_vars/ or host_vars/ beside it\) was edited "
+                                           rf"since up .*`./start.sh up --inventory {inventory}` provisions the "
+                                           rf"machines with it, then ./start.sh {command}$"):
+            mine.check_inventory(command, inventory)
+    (inventory.parent / "group_vars").mkdir()
+    (inventory.parent / "group_vars" / "all.yml").write_text("{}\n")
+    mine.check_inventory("up", inventory)          # up takes the edit on purpose
+    mine.claim("ssh", inventory)
+    mine.check_inventory("run", inventory)
+    inventory.unlink()
+    with pytest.raises(LabError, match=rf"the lab's inventory {inventory} cannot be read \(No such file"):
+        mine.check_inventory("run", inventory)
+    mine.check_inventory("run", None)              # another backend's command: no inventory to check
+    mine.release("ssh")
+    mine.check_inventory("run", tmp_path / "other.yml")    # no lab is up
 
 
 def test_another_checkout_is_refused_and_told_where_the_lab_is(tmp_path):

@@ -570,7 +570,7 @@ def test_the_hosts_limits_are_measured_on_each_machines_loopback_after_its_load(
 def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_run):
     """The write-up's default machine died under load; the lab must show when and why."""
     previous = (REPO / "runs" / "latest").resolve()
-    run = subprocess.Popen([str(REPO / "start.sh"), "run", "--quick", "--duration", "45", "--schedule", "parallel"],
+    run = subprocess.Popen([str(REPO / "start.sh"), "run", "--quick", "--duration", "30", "--schedule", "parallel"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -578,7 +578,7 @@ def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_
                 (REPO / "runs" / "latest" / "jmeter").glob("default/results.csv")):
             assert time.monotonic() < deadline and run.poll() is None, "the run did not start"
             time.sleep(1)
-        time.sleep(25)
+        time.sleep(15)     # mid-run: the load lasts 30 s, its 20 s ramp included
         subprocess.run(["pkill", "-KILL", "-f", f"{LOCAL_ROOT}/machines/default/app/camel-tuning-lab-service.jar"],
                        check=True)
         _, stderr = run.communicate(timeout=600)
@@ -1040,7 +1040,7 @@ def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memor
     # The shipped scenario's load, short: keep-alive off and 10 s timeouts, over TLS, on the machines it asks for.
     mine = tmp_path / "2018-short.yaml"
     mine.write_text(yaml.safe_dump({**original, "load": {**original["load"], "users": 5, "ramp_s": 5,
-                                                          "duration_s": 40}}))
+                                                          "duration_s": 15}}))
     run = start("run", "--scenario", str(mine), timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     folder = RunFolder(Path(re.search(r"Run folder: (\S+)", run.stderr)[1]))

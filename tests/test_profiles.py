@@ -191,6 +191,9 @@ def test_the_bare_command_with_a_profile_runs_the_scenario_of_that_name(record: 
         def check(self, command, backend):
             pass
 
+        def check_inventory(self, command, inventory):
+            pass
+
         def busy(self, line):
             import contextlib
             return contextlib.nullcontext()
