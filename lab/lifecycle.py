@@ -47,7 +47,7 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
     with step(f"Creating the machines ({backend.name} backend)"):
         backend.up()
     if backend.engine_hosts and only is None:
-        with step("Packing the lab's JMeter and its RMI key pair for the load generators"):
+        with step("Packing the lab's JMeter and the engines' RMI keys for the load generators"):
             info(f"{jmeter.bundle().relative_to(REPO)}; {engines.rmi_properties().parent.relative_to(REPO)}")
     with step(f"Provisioning {'the ' + only + ' machine' if only else 'both machines'} with Ansible"):
         result = provision.run_playbook(backend.inventory, LOGS, limit=only)

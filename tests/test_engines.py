@@ -3,7 +3,9 @@ keystore, and a real engine (jmeter-server) on loopback loading two mocks over T
 backend's load-generator namespace is tested end to end in test_lab_local_e2e.py."""
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,31 +72,50 @@ def test_each_engine_gets_its_share_of_a_machines_users_or_the_run_is_refused(tm
                                  "/svc", folder, two)
 
 
-def test_the_rmi_keystore_is_made_once_and_only_root_reads_it(tmp_path: Path) -> None:
+def _stores(keytool: str, store: Path, password: str) -> set[str]:
+    """A PKCS12 store's entries: alias and kind (PrivateKeyEntry, trustedCertEntry)."""
+    listed = subprocess.run([keytool, "-list", "-keystore", str(store), "-storetype", "PKCS12", "-storepass:env", "P"],
+                            capture_output=True, text=True, env={**os.environ, "P": password}, check=True).stdout
+    return {f"{line.split(',')[0]} {next(f.strip() for f in line.split(',') if 'Entry' in f)}"
+            for line in listed.splitlines() if "Entry" in line}      # "rmi, Nov 28, 2026, PrivateKeyEntry,"
+
+
+def test_the_rmi_keys_are_made_once_each_side_trusts_the_other_only_and_only_root_reads_them(tmp_path: Path) -> None:
     # keytool as it was started: its command line is any local user's to read, so the password is not on it
     seen = tmp_path / "keytool-argv"
     keytool = tmp_path / "keytool"
-    keytool.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\nexec {lab_engines._keytool()} "$@"\n')
+    keytool.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {seen}\nexec {lab_engines._keytool()} "$@"\n')
     keytool.chmod(0o700)
     properties = lab_engines.rmi_properties(tmp_path / "rmi", keytool=str(keytool))
-    password = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line)[
-        "server.rmi.ssl.keystore.password"]
-    argv = seen.read_text().splitlines()
-    assert "-genkeypair" in argv and password not in seen.read_text() and "-storepass:env" in argv
-    keystore = tmp_path / "rmi" / lab_engines.KEYSTORE
     settings = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line)
-    # the keystore named without a folder: each side loads it at the path the other names, so client and
-    # engines run in a folder that holds it
-    assert settings["server.rmi.ssl.disable"] == "false" and settings["server.rmi.ssl.keystore.file"] == keystore.name
-    assert keystore.parent == properties.parent
-    assert len(settings["server.rmi.ssl.keystore.password"]) == 32
-    assert stat.S_IMODE(properties.stat().st_mode) == stat.S_IMODE(keystore.stat().st_mode) == 0o600
-    assert stat.S_IMODE((tmp_path / "rmi").stat().st_mode) == 0o700
-    made, written = keystore.read_bytes(), properties.read_text()
-    assert lab_engines.rmi_properties(tmp_path / "rmi") == properties and keystore.read_bytes() == made
-    # an earlier lab's properties (the keystore by its full path) are written again, key and password kept
-    properties.write_text(written.replace(f"file={keystore.name}", f"file={keystore}"))
-    assert lab_engines.rmi_properties(tmp_path / "rmi").read_text() == written and keystore.read_bytes() == made
+    password = settings["server.rmi.ssl.keystore.password"]
+    argv = seen.read_text().splitlines()
+    assert argv.count("-genkeypair") == 2 and argv.count("-importcert") == 2 and password not in seen.read_text()
+    assert argv.count("-storepass:env") == 6
+    # the stores named without a folder: each side loads them at the names the other's socket factory carries,
+    # from its own folder (the client in rmi/, an engine in rmi/engine/ or the role's home)
+    assert settings["server.rmi.ssl.disable"] == "false" and settings["server.rmi.ssl.keystore.file"] == "rmi_keystore.p12"
+    assert settings["server.rmi.ssl.truststore.file"] == "rmi_truststore.p12"
+    assert settings["server.rmi.ssl.truststore.password"] == password and len(password) == 32
+    controller, engine = tmp_path / "rmi", lab_engines.engine_folder(properties)
+    assert engine == controller / "engine"
+    real = lab_engines._keytool()
+    # each side its own key, and the other side's certificate only: an engine's key is no client's
+    assert _stores(real, controller / "rmi_keystore.p12", password) == {"rmi PrivateKeyEntry"}
+    assert _stores(real, controller / "rmi_truststore.p12", password) == {"engines trustedCertEntry"}
+    assert _stores(real, engine / "rmi_keystore.p12", password) == {"rmi PrivateKeyEntry"}
+    assert _stores(real, engine / "rmi_truststore.p12", password) == {"controller trustedCertEntry"}
+    made = {path: path.read_bytes() for folder in (controller, engine) for path in folder.glob("*.p12")}
+    assert len(made) == 4 and not list(controller.rglob("*.crt"))
+    assert {stat.S_IMODE(path.stat().st_mode) for path in [properties, *made]} == {0o600}
+    assert stat.S_IMODE(controller.stat().st_mode) == stat.S_IMODE(engine.stat().st_mode) == 0o700
+    written = properties.read_text()
+    assert lab_engines.rmi_properties(tmp_path / "rmi") == properties
+    assert {path: path.read_bytes() for path in made} == made and properties.read_text() == written
+    # an earlier lab's single key pair (no engine folder): both made anew, with a new password
+    (engine / "rmi_truststore.p12").unlink()
+    assert lab_engines.rmi_properties(tmp_path / "rmi").read_text() != written
+    assert all(path.is_file() for path in made)
 
 
 def start_engine(processes: list[Process], folder: Path, properties: Path) -> str:
@@ -103,7 +124,7 @@ def start_engine(processes: list[Process], folder: Path, properties: Path) -> st
     jar = runtime_jar()
     command = launch(java_executable(), jar, *lab_engines.engine_arguments("127.0.0.1", properties,
                                                                           folder / "engine.log", port, object_port))
-    engine = spawn(processes, "engine", command, folder, cwd=properties.parent)   # the keystore's folder
+    engine = spawn(processes, "engine", command, folder, cwd=lab_engines.engine_folder(properties))    # its keys
     lab_engines.wait_until_listening("127.0.0.1", port, lambda: engine.popen.poll() is None, 90)
     return f"127.0.0.1:{port}"
 
@@ -136,27 +157,52 @@ def test_a_remote_engine_loads_both_machines_over_tls_and_the_client_keeps_their
     assert "Starting ThreadGroup" in engine_log and "Thread started" not in engine_log
 
 
-def test_an_engine_refuses_a_client_without_the_labs_key(processes, tmp_path: Path) -> None:
-    # The client trusts the engine (the lab's certificate in its truststore) but presents a key of its own:
-    # the engine must refuse it, or anyone who can reach it could run a plan there.
+def _properties(path: Path, keystore: tuple[Path, str], truststore: tuple[Path, str]) -> Path:
+    """RMI over TLS with these stores (file, password), each by its full path (a stranger runs where neither side's
+    folder is)."""
+    path.write_text("".join(f"server.rmi.ssl.{key}={value}\n" for key, value in (
+        ("disable", "false"), ("keystore.type", "PKCS12"), ("keystore.file", keystore[0]),
+        ("keystore.password", keystore[1]), ("keystore.alias", lab_engines.KEY_ALIAS), ("truststore.type", "PKCS12"),
+        ("truststore.file", truststore[0]), ("truststore.password", truststore[1]))))
+    return path
+
+
+def _password(properties: Path) -> str:
+    return dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line)[
+        "server.rmi.ssl.keystore.password"]
+
+
+def test_an_engine_refuses_any_client_but_the_controller_even_one_with_the_engines_own_key(processes,
+                                                                                         tmp_path: Path) -> None:
+    # Every load-generator host holds the engines' key: whoever reads it there must not drive the other engines
+    # (a plan is code). The stranger's client trusts the engine (the controller's truststore), presents that key.
     port = start_mock(processes, tmp_path / "mock")
-    lab_key = lab_engines.rmi_properties(tmp_path / "rmi")
-    host = start_engine(processes, tmp_path / "engine", lab_key)
-    own = dict(line.split("=", 1) for line in lab_engines.rmi_properties(tmp_path / "another-key").read_text()
-               .splitlines() if "=" in line)
-    trusting = dict(line.split("=", 1) for line in lab_key.read_text().splitlines() if "=" in line)
-    for key in ("truststore.file", "truststore.password", "truststore.type"):
-        own[f"server.rmi.ssl.{key}"] = trusting[f"server.rmi.ssl.{key}"]
-    # each by its full path: the stranger's client runs where neither keystore is
-    own["server.rmi.ssl.keystore.file"] = str(tmp_path / "another-key" / lab_engines.KEYSTORE)
-    own["server.rmi.ssl.truststore.file"] = str(tmp_path / "rmi" / lab_engines.KEYSTORE)
-    stranger_properties = tmp_path / "stranger.properties"
-    stranger_properties.write_text("".join(f"{key}={value}\n" for key, value in own.items()))
-    stranger = lab_engines.Engines(hosts=(host,), client_host="127.0.0.1", where="test",
-                                   rmi_properties=stranger_properties)
+    lab_keys = lab_engines.rmi_properties(tmp_path / "rmi")
+    host = start_engine(processes, tmp_path / "engine", lab_keys)
+    engines_key = lab_engines.engine_folder(lab_keys) / lab_engines.KEYSTORE
+    stranger = _properties(tmp_path / "stranger.properties", (engines_key, _password(lab_keys)),
+                           (tmp_path / "rmi" / lab_engines.TRUSTSTORE, _password(lab_keys)))
     with pytest.raises(load.LoadError, match="JMeter failed .* before any sample"):
         load.run({"default": f"http://127.0.0.1:{port}"}, load.LoadProfile(users=1, ramp_s=0, duration_s=5),
-                 tmp_path / "run", path="/data", engines=stranger)
+                 tmp_path / "run", path="/data", engines=lab_engines.Engines(
+                     hosts=(host,), client_host="127.0.0.1", where="test", rmi_properties=stranger))
+    assert "Starting ThreadGroup" not in (tmp_path / "engine" / "engine.log").read_text()
+
+
+def test_the_controller_refuses_an_engine_without_the_engines_key(processes, tmp_path: Path) -> None:
+    # A stranger's engine that trusts the controller (the engines' truststore) but presents a key of its own: the
+    # controller must not send it a plan, nor take samples from it.
+    port = start_mock(processes, tmp_path / "mock")
+    lab_keys = lab_engines.rmi_properties(tmp_path / "rmi")
+    other = lab_engines.rmi_properties(tmp_path / "other")
+    stranger = _properties(tmp_path / "stranger-engine.properties",
+                           (lab_engines.engine_folder(other) / lab_engines.KEYSTORE, _password(other)),
+                           (lab_engines.engine_folder(lab_keys) / lab_engines.TRUSTSTORE, _password(lab_keys)))
+    host = start_engine(processes, tmp_path / "engine", stranger)
+    with pytest.raises(load.LoadError, match="JMeter failed .* before any sample"):
+        load.run({"default": f"http://127.0.0.1:{port}"}, load.LoadProfile(users=1, ramp_s=0, duration_s=5),
+                 tmp_path / "run", path="/data", engines=lab_engines.Engines(
+                     hosts=(host,), client_host="127.0.0.1", where="test", rmi_properties=lab_keys))
     assert "Starting ThreadGroup" not in (tmp_path / "engine" / "engine.log").read_text()
 
 

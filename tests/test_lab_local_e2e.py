@@ -490,7 +490,7 @@ def forwarding(veth: str) -> str:
     return Path(f"/proc/sys/net/ipv4/conf/{veth}/forwarding").read_text().strip()
 
 
-ENGINE_RUN_S = 15
+ENGINE_RUN_S = 10
 
 
 @pytest.fixture(scope="module")
@@ -499,7 +499,7 @@ def engine_run(quick_run) -> tuple[subprocess.CompletedProcess, Path, dict[str, 
     # through the one engine), then the host's limits. The machines' veths forward as they did before it.
     before = {m.veth: forwarding(m.veth) for m in LocalBackend().machines.values()}
     before["host ports"] = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-    # 15 s a phase: each machine's load, then each limit's (the same length), six in all, each far more samples
+    # 10 s a phase: each machine's load, then each limit's (the same length), six in all, each far more samples
     # than its checks need.
     result = start("run", "--users", "4", "--ramp", "2", "--duration", str(ENGINE_RUN_S), "--schedule", "sequential",
                    "--load-from", "loadgen", "--limits", timeout=900)
@@ -709,7 +709,7 @@ def test_a_loadgen_groups_engine_is_provisioned_by_its_role_and_loads_both_machi
     targets = {name: status["machines"][name]["url"] for name in ("default", "tuned")}
     out = tmp_path / "jmeter"
     log = out / "engine" / "engine.log"
-    profile = dataclasses.replace(load.QUICK, users=2, ramp_s=2, duration_s=15)
+    profile = dataclasses.replace(load.QUICK, users=2, ramp_s=2, duration_s=10)
     reached = [urllib.parse.urlsplit(url) for url in targets.values()]
     with backend.engines([(url.hostname, url.port or 80) for url in reached], log, out / "engine" / "engine.out"
                          ) as engines:

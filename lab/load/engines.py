@@ -1,7 +1,8 @@
 """JMeter's distributed mode, as the lab drives it: one or more remote engines (jmeter-server) generate
 the load and send their samples back to a client JMeter on this host, which writes each machine's results
-as a local run does. The engines and the client talk RMI over TLS with the lab's own key pair (a keystore
-made here with keytool, never committed), so nobody else on the network can hand an engine a plan.
+as a local run does. The engines and the client talk RMI over TLS with the lab's own key pairs, one for the client and
+one for the engines (made here with keytool, never committed), so nobody else on the network can hand an engine a
+plan, nor pose as one.
 
 Where the engines run is the backend's business (lab/machines): on the local backend, one engine in a
 load-generator namespace and cgroup of its own (lab/machines/local/loadgen.py)."""
@@ -24,7 +25,9 @@ from lab.machines.manifest import role_default
 from lab.paths import REPO
 
 SECRETS = REPO / ".cache" / "secrets" / "jmeter-rmi"
-KEYSTORE = "rmi_keystore.p12"
+KEYSTORE = "rmi_keystore.p12"             # a side's own key pair
+TRUSTSTORE = "rmi_truststore.p12"         # the other side's certificate
+ENGINE_FOLDER = "engine"                  # under SECRETS: the engines' side
 RMI_PROPERTIES = "rmi.properties"
 KEY_ALIAS = "rmi"
 
@@ -60,22 +63,24 @@ class Engines:
 
 
 def rmi_properties(folder: Path = SECRETS, keytool: str | None = None) -> Path:
-    """The properties file that makes JMeter's RMI use TLS with the lab's key pair (client and engines
-    present the same certificate and trust only it), made once: a PKCS12 keystore from keytool with a random
-    password, both readable by root only.
+    """The properties file that makes JMeter's RMI use TLS with the lab's keys, made once: two key pairs, the
+    controller's (its client, in folder) and the engines' (in engine_folder()), each side's truststore holding the
+    other side's certificate only. So an engine refuses any client but the controller, even one presenting the
+    engines' own key (which every load-generator host holds), and the controller refuses any engine without the
+    engines' key. PKCS12 files from keytool with one random password, readable by root only.
 
-    The keystore is named without a folder: each side of JMeter's RMI loads the keystore at the path the
-    other side's socket factory names, so client and engines run in a folder that holds it (Engines.folder,
-    the jmeter_engine role's home)."""
+    The files are named without a folder, alike on both sides: each side of JMeter's RMI loads the keystore and
+    truststore at the names (and with the password) the other side's socket factory carries, from its own working
+    folder: the client runs in folder (Engines.folder), an engine in engine_folder() or the jmeter_engine role's
+    home, each finding its own key and the other's certificate there."""
     properties = folder / RMI_PROPERTIES
-    keystore = folder / KEYSTORE
-    password = _password(properties) if keystore.is_file() else None
+    password = _password(properties) if all(path.is_file() for path in _made(folder)) else None
     if password is None:
-        password = _new_keystore(folder, keystore, keytool)
+        password = _new_keys(folder, keytool)
     text = "".join(f"server.rmi.ssl.{key}={value}\n" for key, value in (
         ("disable", "false"), ("keystore.type", "PKCS12"), ("keystore.file", KEYSTORE),
         ("keystore.password", password), ("keystore.alias", KEY_ALIAS), ("truststore.type", "PKCS12"),
-        ("truststore.file", KEYSTORE), ("truststore.password", password)))
+        ("truststore.file", TRUSTSTORE), ("truststore.password", password)))
     text = "# JMeter's RMI over TLS for the lab's remote engines (lab/load/engines.py). Secret.\n" + text
     if not properties.is_file() or properties.read_text() != text:
         descriptor = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -84,8 +89,17 @@ def rmi_properties(folder: Path = SECRETS, keytool: str | None = None) -> Path:
     return properties
 
 
+def engine_folder(properties: Path) -> Path:
+    """Where an engine of this host runs: its key pair and the controller's certificate, as the role's home has them."""
+    return properties.parent / ENGINE_FOLDER
+
+
+def _made(folder: Path) -> list[Path]:
+    return [side / name for side in (folder, folder / ENGINE_FOLDER) for name in (KEYSTORE, TRUSTSTORE)]
+
+
 def _password(properties: Path) -> str | None:
-    """The keystore's password as an earlier rmi_properties() wrote it, None if there is none."""
+    """The keystores' password as an earlier rmi_properties() wrote it, None if there is none."""
     try:
         found = re.search(r"^server\.rmi\.ssl\.keystore\.password=(\S+)$", properties.read_text(), re.M)
     except OSError:
@@ -93,26 +107,45 @@ def _password(properties: Path) -> str | None:
     return found[1] if found else None
 
 
-def _new_keystore(folder: Path, keystore: Path, keytool: str | None) -> str:
-    """A new key pair in keystore (mode 0600, folder 0700), with a random password, which it returns."""
-    folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(folder, 0o700)
+def _new_keys(folder: Path, keytool: str | None) -> str:
+    """The controller's and the engines' key pairs, each side's truststore with the other's certificate (every file
+    0600, the folders 0700), with a new random password, which it returns."""
     password = secrets.token_hex(16)
-    keystore.unlink(missing_ok=True)
-    # The password through keytool's environment: a command line is every local user's to read (ps, /proc)
-    command = [keytool or _keytool(), "-genkeypair", "-alias", KEY_ALIAS, "-keyalg", "RSA", "-keysize", "2048",
-               "-validity", "3650", "-dname", "CN=camel-tuning-lab JMeter RMI", "-storetype", "PKCS12",
-               "-keystore", str(keystore), "-storepass:env", PASSWORD_ENV, "-keypass:env", PASSWORD_ENV]
+    tool = keytool or _keytool()
+    for side in (folder, folder / ENGINE_FOLDER):
+        side.mkdir(parents=True, exist_ok=True)
+        os.chmod(side, 0o700)
+        for name in (KEYSTORE, TRUSTSTORE):
+            (side / name).unlink(missing_ok=True)
+    for side, who in ((folder, "controller"), (folder / ENGINE_FOLDER, "engines")):
+        _keytool_run(tool, password, "-genkeypair", "-alias", KEY_ALIAS, "-keyalg", "RSA", "-keysize", "2048",
+                     "-validity", "3650", "-dname", f"CN=camel-tuning-lab JMeter RMI {who}",
+                     "-keystore", str(side / KEYSTORE), "-keypass:env", PASSWORD_ENV)
+    for side, other, alias in ((folder, folder / ENGINE_FOLDER, "engines"), (folder / ENGINE_FOLDER, folder,
+                                                                             "controller")):
+        certificate = side / f"{alias}.crt"
+        _keytool_run(tool, password, "-exportcert", "-alias", KEY_ALIAS, "-keystore", str(other / KEYSTORE),
+                     "-file", str(certificate))
+        _keytool_run(tool, password, "-importcert", "-noprompt", "-alias", alias, "-file", str(certificate),
+                     "-keystore", str(side / TRUSTSTORE))
+        certificate.unlink()
+    for path in _made(folder):
+        os.chmod(path, 0o600)
+    return password
+
+
+def _keytool_run(keytool: str, password: str, *args: str) -> None:
+    """keytool on a PKCS12 store, the password through its environment: a command line is every local user's to
+    read (ps, /proc)."""
+    command = [keytool, *args, "-storetype", "PKCS12", "-storepass:env", PASSWORD_ENV]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=KEYTOOL_TIMEOUT_S,
                               env={**os.environ, PASSWORD_ENV: password})
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise LoadError(f"making JMeter's RMI keystore failed ({command[0]}): {error}") from error
+        raise LoadError(f"making JMeter's RMI keys failed ({keytool} {args[0]}): {error}") from error
     if done.returncode != 0:
-        raise LoadError(f"making JMeter's RMI keystore failed (keytool exit {done.returncode}): "
+        raise LoadError(f"making JMeter's RMI keys failed (keytool {args[0]}, exit {done.returncode}): "
                         f"{(done.stderr or done.stdout).strip()[:300]}")
-    os.chmod(keystore, 0o600)
-    return password
 
 
 def _keytool() -> str:

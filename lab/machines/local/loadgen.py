@@ -18,7 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lab.interrupts import deferred
-from lab.load.engines import Engines, engine_arguments, engine_ports, rmi_properties, wait_until_listening
+from lab.load.engines import (
+    Engines,
+    engine_arguments,
+    engine_folder,
+    engine_ports,
+    rmi_properties,
+    wait_until_listening,
+)
 from lab.load.jmeter import java_executable, launch, runtime_jar
 from lab.load.network import ClientNetwork
 from lab.load.processes import kill
@@ -152,8 +159,8 @@ def engine(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, i
         log.parent.mkdir(parents=True, exist_ok=True)
         command = launch(java, jar, *engine_arguments(loadgen.address, properties, log))
         with out.open("w") as sink:
-            # In the keystore's folder, which rmi.properties names the keystore in (lab/load/engines.py)
-            popen = subprocess.Popen([*network.prefix, *command], cwd=properties.parent, stdin=subprocess.DEVNULL,
+            # In the engines' keys' folder, where it finds the files rmi.properties names (lab/load/engines.py)
+            popen = subprocess.Popen([*network.prefix, *command], cwd=engine_folder(properties), stdin=subprocess.DEVNULL,
                                      stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
                                      env=dict(MACHINE_ENV))
         try:
