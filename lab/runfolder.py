@@ -99,7 +99,7 @@ class JMeterFolder:
 
     def load_ended(self, machine: str) -> Path:
         """Made when a machine's open-model load ends before the other's (past its knee): its thread group's
-        arrivals then send nothing (lab/load/openmodel.py's If Controller)."""
+        arrivals then send nothing (lab/load/openplan.py's If Controller and watch)."""
         return self.machine_dir(machine) / "load-ended"
 
     def phase_log(self, machine: str) -> Path:
