@@ -18,7 +18,7 @@ from lab.load.profile import LoadError
 LOAD_ON = "${{__P({machine}.load_on,true)}}"
 WATCH = "the lab's watch: ends a machine's arrivals"
 WATCH_MS = 200
-WATCH_SCRIPT = """// Arrivals end for a machine whose load_ended file exists (lab/load/openmodel.py); never a sample.
+WATCH_SCRIPT = """// Arrivals end for a machine whose load_ended file exists (lab/load/openplan.py); never a sample.
 SampleResult.setIgnore()
 for (machine in [{machines}]) {{
     def flag = props.getProperty(machine + '.load_ended')
@@ -70,9 +70,8 @@ def _end_when_told(tree: ET.Element, machine: str) -> None:
         return
     controller = ET.Element("IfController", {"guiclass": "IfControllerPanel", "testclass": "IfController",
                                              "testname": f"{machine}: until its load ends"})
-    ET.SubElement(controller, "stringProp", {"name": "IfController.condition"}).text = LOAD_ON.format(machine=machine)
-    ET.SubElement(controller, "boolProp", {"name": "IfController.evaluateAll"}).text = "false"
-    ET.SubElement(controller, "boolProp", {"name": "IfController.useExpression"}).text = "true"
+    _props(controller, "stringProp", {"IfController.condition": LOAD_ON.format(machine=machine)})
+    _props(controller, "boolProp", {"IfController.evaluateAll": "false", "IfController.useExpression": "true"})
     inner = ET.Element("hashTree")
     for i in moved:
         inner.append(children[i])
