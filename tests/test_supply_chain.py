@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from lab.analysis import gclog
 
 _spec = importlib.util.spec_from_file_location("install_collections", REPO / "tools" / "install_collections.py")
 install_collections = importlib.util.module_from_spec(_spec)
@@ -222,44 +223,60 @@ def test_a_collection_pinned_loosely_is_refused(tmp_path: Path) -> None:
         install_collections.wanted(requirements)
 
 
-def _artifact(repo: Path, group: str, name: str, content: bytes, sha1: str | None = None) -> None:
-    """A jar and its pom in a file:// Maven repository, each with its .sha1 (sha1: the jar's, as published)."""
+def _artifact(repo: Path, group: str, name: str, content: bytes) -> dict[str, bytes]:
+    """A jar and its pom in a file:// Maven repository, each with the .sha1 a repository publishes beside it (so
+    that only the project's own list can tell a changed jar); what each file holds, by its path in the repository."""
     import hashlib
     folder = repo / group.replace(".", "/") / name / "1.0"
     folder.mkdir(parents=True)
     pom = (f'<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
            f"<groupId>{group}</groupId><artifactId>{name}</artifactId><version>1.0</version></project>").encode()
-    for suffix, data, published in ((".pom", pom, None), (".jar", content, sha1)):
+    files = {}
+    for suffix, data in ((".pom", pom), (".jar", content)):
         (folder / f"{name}-1.0{suffix}").write_bytes(data)
-        (folder / f"{name}-1.0{suffix}.sha1").write_text(published or hashlib.sha1(data).hexdigest())
+        (folder / f"{name}-1.0{suffix}.sha1").write_text(hashlib.sha1(data).hexdigest())
+        files[f"{group.replace('.', '/')}/{name}/1.0/{name}-1.0{suffix}"] = data
+    return files
 
 
-def test_a_maven_artifact_whose_checksum_does_not_match_is_refused(tmp_path):
-    # The lab's builds (the service, JMeter's plugins, GCViewer) run Maven with the project's .mvn/maven.config:
-    # an artifact that does not match the checksum its repository publishes fails the build (Maven's default
-    # only warns, and uses it).
+def test_maven_refuses_an_artifact_that_differs_from_the_projects_list_or_is_not_on_it(tmp_path):
+    # The lab's builds (the service, JMeter, GCViewer) run Maven with the project's .mvn/maven.config: each artifact
+    # it resolves must match the SHA-512 in the project's list (.mvn/checksums), even when the repository serves a
+    # changed jar with a checksum to match it; one not listed fails too. The project's own list (central's) must
+    # hold the dependency plugin this test runs, and the artifacts of a stand-in repository get a list of theirs.
+    import hashlib
     group = "test.camel_tuning_lab.checksums"
     repo = tmp_path / "repo"
-    _artifact(repo, group, "good", b"a jar")
-    _artifact(repo, group, "tampered", b"a jar, changed on its way", sha1="0" * 40)
+    listed = {**_artifact(repo, group, "good", b"a jar"), **_artifact(repo, group, "tampered", b"a jar, changed")}
+    listed[f"{group.replace('.', '/')}/tampered/1.0/tampered-1.0.jar"] = b"a jar, as it was published"
+    _artifact(repo, group, "unlisted", b"a jar nobody listed")
     project = _wrapper_copy(tmp_path)
+    shutil.copytree(REPO / ".mvn" / "checksums", project / ".mvn" / "checksums")
     shutil.copy2(REPO / ".mvn" / "maven.config", project / ".mvn" / "maven.config")
+    (project / ".mvn" / "checksums" / "checksums-stand-in.sha512").write_text(
+        "".join(f"{hashlib.sha512(data).hexdigest()}  {path}\n" for path, data in sorted(listed.items())))
     cached = Path.home() / ".m2" / "repository" / group.replace(".", "/")
+    goal = gclog.MAVEN_COPY_GOAL.rsplit(":", 1)[0] + ":resolve"
 
     def resolve(artifact: str) -> subprocess.CompletedProcess:
         (project / "pom.xml").write_text(
             '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
             "<groupId>t</groupId><artifactId>t</artifactId><version>1</version>"
-            f"<repositories><repository><id>local-file</id><url>{repo.as_uri()}</url></repository></repositories>"
+            f"<repositories><repository><id>stand-in</id><url>{repo.as_uri()}</url></repository></repositories>"
             f"<dependencies><dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
             "<version>1.0</version></dependency></dependencies></project>")
-        return subprocess.run([str(project / "mvnw"), "-B", "-ntp", "dependency:resolve"], cwd=project,
+        return subprocess.run([str(project / "mvnw"), "-B", "-ntp", goal], cwd=project,
                               capture_output=True, text=True, timeout=600)
     try:
         good = resolve("good")
         assert good.returncode == 0, good.stdout[-3000:]
         tampered = resolve("tampered")
-        assert tampered.returncode != 0 and "Checksum validation failed" in tampered.stdout, tampered.stdout[-3000:]
-        assert not (cached / "tampered" / "1.0" / "tampered-1.0.jar").exists()
+        assert tampered.returncode != 0, tampered.stdout[-3000:]
+        assert "trusted checksum mismatch" in tampered.stdout, tampered.stdout[-3000:]
+        again = resolve("tampered")     # now from the local repository, where Maven left it: refused there too
+        assert again.returncode != 0 and "trusted checksum mismatch" in again.stdout, again.stdout[-3000:]
+        unlisted = resolve("unlisted")
+        assert unlisted.returncode != 0, unlisted.stdout[-3000:]
+        assert "Missing from" in unlisted.stdout, unlisted.stdout[-3000:]
     finally:
         shutil.rmtree(cached, ignore_errors=True)

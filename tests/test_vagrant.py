@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from lab import evidence  # noqa: E402
 from lab.machines import MACHINES, choose  # noqa: E402
 from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_inventory, vagrant_states  # noqa: E402
 
-VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL",
+VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_VAGRANT_BOX_VERSION", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL",
                     "LAB_VAGRANT_MEMORY_MB", "LAB_VAGRANT_LOADGEN")
 
 
@@ -30,7 +31,7 @@ def vagrant(*args: str, **env: str) -> subprocess.CompletedProcess:
 def vagrantfile_settings(**env: str) -> dict:
     """The Vagrantfile's own constants, read by Ruby with Vagrant.configure stubbed out."""
     script = ('require "json"; module Vagrant; def self.configure(*); end; end; load "Vagrantfile"; '
-              'puts JSON.dump({box: BOX, memory: MEMORY_MB, cpus: CPUS, machines: MACHINES, vms: VMS, '
+              'puts JSON.dump({box: BOX, box_version: BOX_VERSION, memory: MEMORY_MB, cpus: CPUS, machines: MACHINES, vms: VMS, '
               'inventory: INVENTORY})')
     clean = {k: v for k, v in os.environ.items() if k not in VAGRANT_ENV_KEYS}
     result = subprocess.run(["ruby", "-e", script], cwd=REPO, capture_output=True, text=True, timeout=60,
@@ -60,6 +61,7 @@ def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
     settings = vagrantfile_settings()
     assert (settings["memory"], settings["cpus"]) == (512, 2)
     assert settings["box"] == "debian/bookworm64"
+    assert re.fullmatch(r"12\.\d{8}\.\d+", settings["box_version"]), settings    # one release of the box, not "any"
     inventory = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-inventory"), "-i",
                                 str(REPO / "ansible" / "inventories" / "vagrant" / "hosts.yml"), "--list"],
                                capture_output=True, text=True, check=True)
@@ -95,6 +97,8 @@ def test_the_load_generators_vm_is_the_vagrantfiles_third_with_loadgen_set_and_t
 def test_the_box_and_the_memory_come_from_the_environment(monkeypatch):
     settings = vagrantfile_settings(LAB_VAGRANT_BOX="my/box", LAB_VAGRANT_MEMORY_MB="1024")
     assert (settings["box"], settings["memory"], settings["cpus"]) == ("my/box", 1024, 2)
+    assert settings["box_version"] == ""        # the default box's version is not another box's
+    assert vagrantfile_settings(LAB_VAGRANT_BOX_VERSION="12.20240905.1")["box_version"] == "12.20240905.1"
     # What the report says of the machines follows the same variable, with the same default.
     monkeypatch.setenv("LAB_VAGRANT_MEMORY_MB", "1024")
     assert "two VMs with 1024 MiB and 2 vCPUs" in VagrantBackend().emulation_note

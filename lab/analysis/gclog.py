@@ -46,6 +46,10 @@ GCVIEWER_NAME = "GCViewer 1.36"
 TOOLS_DIR = REPO / ".cache" / "tools"
 GCVIEWER_JAR = TOOLS_DIR / "gcviewer-1.36.jar"
 GCVIEWER_TIMEOUT_S = 300
+# The goal that fetches it, at the version the service's build already uses (Spring Boot 2.7's): Maven checks every
+# artifact against the project's trusted checksums (.mvn/maven.config), so an unpinned plugin would fail there the
+# day a newer one is published.
+MAVEN_COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.3.0:copy"
 
 # Decorations in brackets at the start of a unified-logging line, in any order.
 _DECORATION = re.compile(r"\[([^\]]*)\]")
@@ -175,7 +179,7 @@ def gcviewer_jar(fetch: bool = True) -> tuple[Path | None, str | None]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if GCVIEWER_JAR.is_file():
             return GCVIEWER_JAR, None
-        command = [str(mvnw), "-q", "-B", "-ntp", "dependency:copy", f"-Dartifact={GCVIEWER_ARTIFACT}",
+        command = [str(mvnw), "-q", "-B", "-ntp", MAVEN_COPY_GOAL, f"-Dartifact={GCVIEWER_ARTIFACT}",
                    f"-DoutputDirectory={TOOLS_DIR}"]
         try:
             done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
