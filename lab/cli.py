@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                                     help="install, build, create and provision both machines")
     up_parser.add_argument("--only", choices=MACHINES, metavar="MACHINE",
                            help="provision this machine only (after changing its knobs; the other is left as it is)")
+    up_parser.add_argument("--strict", action="store_true",
+                           help="refuse a machine whose memory budget (an estimate from its knobs of what its "
+                                "processes hold under full load, printed by every up) exceeds its memory model")
     commands.add_parser("run", parents=[common, options.load_options(defaults=False)],
                         help="load both machines side by side, collect the evidence, write the report")
     commands.add_parser("capacity", parents=[common, options.capacity_options()],
@@ -150,7 +153,8 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: opt
             setup: lifecycle.MachineSetup) -> int:
     """up, run, capacity, down, or the whole experiment: the commands that change the machines."""
     if args.command in (None, "up"):
-        lifecycle.up(backend, args.inventory, host, only=getattr(args, "only", None), setup=setup)
+        lifecycle.up(backend, args.inventory, host, only=getattr(args, "only", None), setup=setup,
+                     strict=getattr(args, "strict", False))
         if args.command == "up":
             print("Next: ./start.sh run   (load both, write the report)    ./start.sh status   (what each machine "
                   "runs)    ./start.sh down   (remove everything)", file=sys.stderr)

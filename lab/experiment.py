@@ -24,8 +24,6 @@ from lab.paths import ANSIBLE_DIR, REPO
 from lab.progress import info, step
 from lab.runfolder import RunFolder
 
-KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp_")
-
 
 def _knobs(backend: Backend, mode: dict) -> dict:
     """Each machine's knobs as its roles get them (rendered, secrets masked; an A/A run's or an ablation's tuned
@@ -35,7 +33,7 @@ def _knobs(backend: Backend, mode: dict) -> dict:
         # An A/A run's or an ablation's tuned machine: with the extra vars it was given
         profile = profiles.active()
         files = mode.get("knobs_files") or ({"tuned": mode["tuned_knobs"]} if mode.get("tuned_knobs") else {})
-        return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, KNOB_PREFIXES,
+        return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, knobs.KNOB_PREFIXES,
                               extra_vars={machine: REPO / path for machine, path in files.items() if path} or None,
                               profile=profile.file if profile else None)
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)

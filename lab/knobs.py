@@ -18,6 +18,8 @@ from pathlib import Path
 import yaml
 
 VARS_FOLDERS = ("host_vars", "group_vars")
+# The roles' variables a machine's knobs are (knobs.json, the memory budget): the rest are the lab's own.
+KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp_")
 VARS_SUFFIXES = {".yml", ".yaml", ".json", ""}
 
 

@@ -7,12 +7,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import knobs, profiles, provision, status
+from lab import budget, knobs, profiles, provision, status
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.load import engines, jmeter
 from lab.machines import MACHINES, choose
-from lab.machines.local.memory import MemoryModel
+from lab.machines.local.memory import VM_RAM_MIB, MemoryModel
 from lab.machines.protocol import Backend
 from lab.paths import ANSIBLE_DIR, LOGS, REPO
 from lab.progress import info, step
@@ -35,11 +35,14 @@ def check_knobs() -> None:
 
 
 def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None = None,
-       setup: MachineSetup | None = None) -> dict[str, dict]:
+       setup: MachineSetup | None = None, strict: bool = False) -> dict[str, dict]:
     """Both machines created and provisioned (or only one of them), each answering through HTTPD, with the
-    setup's profile and memory model; returns their status."""
+    setup's profile and memory model; returns their status. strict: a machine whose memory budget exceeds its
+    model is refused, before anything changes."""
     check_knobs()
-    (setup or MachineSetup()).apply(backend)
+    setup = setup or MachineSetup()
+    check_budgets(backend, setup, [name for name in MACHINES if only in (None, name)], strict)
+    setup.apply(backend)
     print(f"Machines: {backend.emulation_note}", file=sys.stderr)
     with step("Building the service"):
         provision.build_service()
@@ -68,6 +71,35 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
     for name, machine in machines.items():
         print(f"  {name:<8} {machine['url']}", file=sys.stderr)
     return machines
+
+
+def check_budgets(backend: Backend, setup: MachineSetup, machines: list[str], strict: bool) -> list[budget.Budget]:
+    """Each machine's memory budget from the knobs it is about to get, printed; one that does not fit its model
+    is warned of, or refused with strict."""
+    profile = setup.profile_file()
+    model = setup.model(backend).as_json() if hasattr(backend, "use_memory") else None
+    limit, swap, sees = budget.machine_memory(backend.name, model, getattr(backend, "memory_mb", VM_RAM_MIB))
+    try:
+        rendered = knobs.rendered(backend.inventory, ANSIBLE_DIR, machines, knobs.KNOB_PREFIXES, profile=profile)
+    except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the playbook will say them again)
+        why = f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}"
+        if strict:
+            raise StepFailed(f"--strict: no memory budget, nothing was changed: {why}") from error
+        info(f"memory budget: {why}")
+        return []
+    budgets = [b for name in machines if (b := budget.estimate(name, rendered[name], limit, swap, sees))]
+    unknown = [name for name in machines if name not in {b.machine for b in budgets}]
+    info("memory budget under full load (lab/budget.py):")
+    for line in [b.describe() for b in budgets] + [f"{name}: not known (its JVM sizes its heap from the host's "
+                                                   "memory; -Xmx in camel_app_java_options makes it known)"
+                                                   for name in unknown]:
+        info(f"  {line}")
+    over = [warning for b in budgets if (warning := b.warning())]
+    if over and strict:
+        raise StepFailed("--strict: nothing was changed:\n    " + "\n    ".join(over))
+    for warning in over:
+        print(f"Warning: {warning} (up --strict refuses it)", file=sys.stderr)
+    return budgets
 
 
 def down(backend: Backend, host: HostLab) -> None:
@@ -110,6 +142,13 @@ class MachineSetup:
     def model(self, backend: Backend) -> MemoryModel:
         current = getattr(backend, "memory", MemoryModel())
         return MemoryModel(self.memory or current.name, current.swap_mib if self.swap_mib is None else self.swap_mib)
+
+    def profile_file(self) -> Path | None:
+        """The machine profile's vars file the machines are about to get: the one given, else the active one."""
+        if self.profile == profiles.NONE:
+            return None
+        chosen = profiles.find(self.profile) if self.profile is not None else profiles.active()
+        return chosen.file if chosen else None
 
     def apply(self, backend: Backend) -> None:
         if self.profile is not None:

@@ -80,7 +80,7 @@ def test_an_a_a_run_says_so_in_every_record_and_a_b_refuses_meanwhile(steps, hos
 
 def test_the_knobs_of_an_a_a_run_show_tuned_with_defaults():
     inventory = REPO / "ansible" / "inventories" / "local" / "hosts.yml"
-    machines = knobs.rendered(inventory, REPO / "ansible", ["default", "tuned"], experiment.KNOB_PREFIXES,
+    machines = knobs.rendered(inventory, REPO / "ansible", ["default", "tuned"], knobs.KNOB_PREFIXES,
                               extra_vars={"tuned": aa.AS_DEFAULT})
     assert machines["tuned"]["httpd_mpm"] == machines["default"]["httpd_mpm"] == "prefork"
     assert machines["tuned"]["camel_app_java_options"] == machines["default"]["camel_app_java_options"]

@@ -91,14 +91,15 @@ def test_up_can_provision_one_machine_only(tmp_path: Path, monkeypatch) -> None:
     from lab import cli
     host = _host(tmp_path)
     calls = []
-    monkeypatch.setattr(lifecycle, "up", lambda backend, inventory, host, only=None, setup=None:
-                        calls.append((only, setup)))
+    monkeypatch.setattr(lifecycle, "up", lambda backend, inventory, host, only=None, setup=None, strict=False:
+                        calls.append((only, setup, strict)))
     # The swap check reads this host's lab state (a lab may be up here): its own test is in test_profiles.
     from lab.machines.local.backend import LocalBackend
     monkeypatch.setattr(LocalBackend, "check_memory", lambda self, model: None)
     assert cli.main(["up", "--backend", "local", "--only", "tuned"], host=host) == 0
-    assert cli.main(["up", "--backend", "local", "--memory", "vm", "--swap", "64"], host=host) == 0
-    assert calls == [("tuned", lifecycle.MachineSetup()), (None, lifecycle.MachineSetup(memory="vm", swap_mib=64))]
+    assert cli.main(["up", "--backend", "local", "--memory", "vm", "--swap", "64", "--strict"], host=host) == 0
+    assert calls == [("tuned", lifecycle.MachineSetup(), False),
+                     (None, lifecycle.MachineSetup(memory="vm", swap_mib=64), True)]
 
 
 def test_jmeter_after_an_option_is_refused_not_taken_for_another_command(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -53,8 +53,7 @@ def test_group_vars_and_folders_of_vars_files_are_read_too(ansible_copy):
 def test_the_runs_knobs_are_rendered_and_secrets_never_shown(ansible_copy):
     # A value another variable feeds, a role's default, and the AJP secret (made by a lookup on first use: in a
     # copy of the ansible folder, so a lookup run by mistake would leave a file in its .cache/secrets).
-    from lab.experiment import KNOB_PREFIXES
-    from lab.knobs import MASKED, rendered
+    from lab.knobs import KNOB_PREFIXES, MASKED, rendered
     inventory = ansible_copy / "inventories" / "local" / "hosts.yml"
     # Secrets as the lab keeps them once made (.cache/secrets beside the ansible folder): their values must not show.
     secrets = ansible_copy.parent / ".cache" / "secrets"
@@ -74,8 +73,7 @@ def test_the_runs_knobs_are_rendered_and_secrets_never_shown(ansible_copy):
 
 
 def test_a_value_ansible_cannot_render_here_is_shown_as_written_and_the_rest_still_are(ansible_copy):
-    from lab.experiment import KNOB_PREFIXES
-    from lab.knobs import rendered
+    from lab.knobs import KNOB_PREFIXES, rendered
     host_vars = ansible_copy / "host_vars" / "tuned.yml"
     host_vars.write_text(host_vars.read_text() + "\nhttpd_server_name: \"{{ ansible_facts['fqdn'] }}\"\n")
     machines = rendered(ansible_copy / "inventories" / "local" / "hosts.yml", ansible_copy, ["tuned"], KNOB_PREFIXES)
@@ -86,8 +84,7 @@ def test_a_value_ansible_cannot_render_here_is_shown_as_written_and_the_rest_sti
 def test_the_reports_knob_table_shows_rendered_values_and_says_when_an_old_run_did_not(ansible_copy, tmp_path):
     import re
 
-    from lab.experiment import KNOB_PREFIXES
-    from lab.knobs import rendered
+    from lab.knobs import KNOB_PREFIXES, rendered
     from lab.report import render
     run = tmp_path / "run"
     shutil.copytree(REPO / "tests" / "fixtures" / "run-local-tiny", run)

@@ -129,6 +129,13 @@ def test_up_reports_each_step_with_its_time(lab_up):
     assert lab_up.stderr.rstrip().splitlines()[-1].startswith("Next: ./start.sh run")
     assert re.search(r"^    changed: default [1-9]\d*, tuned [1-9]\d*; full log: \S+ansible-\S+\.log$", lab_up.stderr, re.M)
     assert "http://10.213.1.2/svc/camel/mock" in lab_up.stderr and "http://10.213.2.2/svc/camel/mock" in lab_up.stderr
+    # each machine's memory budget before anything was made: the shipped tuned machine does not fit the vm model
+    assert re.search(r"memory budget under full load \(lab/budget.py\):\n +default: about \d+ MiB under full load of "
+                     r"397 MiB, \d+ MiB to spare .*\n +tuned: about \d+ MiB under full load of 397 MiB, \d+ MiB over",
+                     lab_up.stderr), lab_up.stderr[:3000]
+    warned = [line for line in lab_up.stderr.splitlines() if line.startswith("Warning: ")]
+    assert len(warned) == 1 and warned[0].startswith("Warning: tuned: its processes would hold about"), warned
+    assert lab_up.stderr.index(warned[0]) < lab_up.stderr.index("==> Creating the machines")
 
 
 @pytest.mark.parametrize("machine", ["default", "tuned"])
@@ -409,6 +416,12 @@ def test_a_quick_run_measures_both_machines_from_raw_data(quick_run):
             "pages a second" in f["sentence"] for f in judged["findings"]), judged
     # the tuned machine's fixed heap does not fit in what a 512 MB VM leaves: part of it rests in swap
     assert summary["machines"]["tuned"]["memory"]["swap_peak_bytes"] > 32 * MiB
+    # the memory budget its knobs give (knobs.json) beside what PCP saw it hold: a closed load holds no more
+    budgets = {machine: summary["machines"][machine]["memory"]["budget"] for machine in ("default", "tuned")}
+    assert budgets["tuned"]["over_mib"] > 0 and budgets["tuned"]["warning"] and budgets["default"]["warning"] is None
+    for held in budgets.values():
+        assert 0 < held["held_peak_mib"] <= held["total_mib"] * 1.1, held
+    assert 'id="memory-budget"' in (run_dir / "report" / "index.html").read_text()
     for machine in ("default", "tuned"):
         load = summary["machines"][machine]["load"]
         rows = (run_dir / "jmeter" / machine / "results.csv").read_text().count("\n") - 1

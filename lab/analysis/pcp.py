@@ -110,7 +110,8 @@ def _instance_label(name: str) -> str:
 
 
 # What a machine's process is, from its command line (the first that matches).
-ROLES = (("backend", "mock_service"), ("service", "java"), ("httpd", "httpd"), ("httpd", "apache2"))
+ROLES = (("backend", "mock_service"), ("service", "java"), ("httpd", "httpd"), ("httpd", "apache2"),
+         ("httpd", "rotatelogs"), ("pcp", "/pcp/"))
 
 
 def role_of(args: str) -> str:
@@ -124,6 +125,14 @@ def _cpu_by_role(pcolumns: dict, own: dict[str, str], in_window, family: str) ->
         for instance, values in _columns_of(pcolumns, metric).items():
             rows.setdefault(role_of(own.get(instance.split(" ", 1)[0], instance)), []).append(values)
     return {role: _mean(in_window(_sum_rows(columns))) for role, columns in sorted(rows.items())}
+
+
+def _peak_by_role(columns: dict[str, list], own: dict[str, str]) -> dict[str, float | None]:
+    """Per role, the peak over time of its processes' summed values (e.g. the service's PSS, all HTTPD's children)."""
+    rows: dict[str, list[list]] = {}
+    for instance, values in columns.items():
+        rows.setdefault(role_of(own.get(instance.split(" ", 1)[0], instance)), []).append(values)
+    return {role: max(_finite(_sum_rows(parts)), default=None) for role, parts in sorted(rows.items())}
 
 
 def _sum_rows(columns: list[list]) -> list[float | None]:
@@ -240,10 +249,14 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
                 if pss:
                     pcp["proc_pss_bytes"] = _sum_rows(list(pss.values()))
                     result["proc_pss_max_bytes"] = max(_finite(pcp["proc_pss_bytes"]), default=None)
+                    result["pss_max_bytes_by_role"] = _peak_by_role(pss, own)
                 swap = _columns_of(pcolumns, f"{family}.memory.vmswap")
                 if swap:
                     pcp["proc_swap_bytes"] = _sum_rows(list(swap.values()))
                     result["proc_swap_max_bytes"] = max(_finite(pcp["proc_swap_bytes"]), default=None)
+                    if pss:     # what the processes held, in memory or swapped out: what a memory budget estimates
+                        result["proc_held_max_bytes"] = max(_finite(_sum_rows([pcp["proc_pss_bytes"],
+                                                                               pcp["proc_swap_bytes"]])), default=None)
                 faults = _columns_of(pcolumns, f"{family}.psinfo.maj_flt")
                 if faults:      # a counter: pmrep gives its rate, page-ins a second
                     pcp["proc_major_faults_per_s"] = _sum_rows(list(faults.values()))

@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+from lab import budget
 from lab.analysis import capacity, claims, gclog, inputs, limits, memory, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
@@ -36,6 +37,20 @@ from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
 
 SCHEMA = 2                  # 2: the verdict, the detected steady state, JMeter's percentiles
+
+
+def _budget(machine: str, knobs: dict | None, run: dict, backend: str | None, entry: dict) -> dict | None:
+    """The machine's memory budget from its knobs (lab/budget.py) beside what its processes held at their peak."""
+    if not isinstance(knobs, dict):
+        return None
+    limit, swap, sees = budget.machine_memory(backend, run.get("memory_model"))
+    held = (entry.get("resources") or {}).get("proc_held_max_bytes")
+    estimate = budget.estimate(machine, knobs, limit, swap, sees)
+    if estimate is None:
+        return None
+    return {**estimate.as_json(),
+            "held_peak_mib": None if held is None else round(held / 2**20, 1),
+            "held_source": "PCP: peak of the summed smaps.pss plus memory.vmswap of the machine's processes"}
 
 
 def _machines(run: RunFolder, record: dict, status: dict | None, knobs: dict | None) -> list[str]:
@@ -129,6 +144,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         # How many requests the mock answers at once (knobs.json; 0: no limit): a backend that queues the service's
         # calls sets the pace whatever its CPU (the verdict's backend-bound).
         entry["backend_max_concurrency"] = ((knobs or {}).get(machine) or {}).get("mock_service_max_concurrency")
+        entry["memory"]["budget"] = _budget(machine, (knobs or {}).get(machine), run, backend, entry)
         summary["machines"][machine] = entry
         series["machines"][machine] = machine_series
         problems.extend(f"{machine}: {p}" for p in entry["missing"])

@@ -19,10 +19,13 @@ class VagrantBackend(SshBackend):
     name = "vagrant"
 
     @property
+    def memory_mb(self) -> int:
+        """Each VM's RAM: the Vagrantfile sizes the VMs from the same variable, with the same default."""
+        return int(os.environ.get("LAB_VAGRANT_MEMORY_MB", "512"))
+
+    @property
     def emulation_note(self) -> str:
-        # The Vagrantfile sizes the VMs from the same variable, with the same default.
-        memory_mb = os.environ.get("LAB_VAGRANT_MEMORY_MB", "512")
-        note = f"vagrant backend: two VMs with {memory_mb} MiB and 2 vCPUs each"
+        note = f"vagrant backend: two VMs with {self.memory_mb} MiB and 2 vCPUs each"
         if self.engine_hosts:
             note += ", and a load generator's VM (LAB_VAGRANT_LOADGEN)"
         if self.emulated:

@@ -29,6 +29,7 @@ from lab.errors import StepFailed
 
 VM_RAM_MIB = 512
 VM_AVAILABLE_MIB = 397          # MemAvailable of the 512 MiB VM above, rounded down
+VM_KERNEL_MIB = 55              # what its kernel keeps (512 - MemTotal 457.2): a JVM in it sizes its heap from the rest
 MODELS = {"vm": VM_AVAILABLE_MIB, "whole": VM_RAM_MIB}
 DEFAULT = "vm"
 DEFAULT_SWAP_MIB = 1024     # per machine; vm without swap: the tuned machine (406 MiB idle after up) does not fit
