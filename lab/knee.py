@@ -1,6 +1,6 @@
 """The second half of a capacity run's knee search: once the coarse steps have found a machine's knee (two steps in
-a row missed the SLO), the last rate that met it again (a machine that misses it now has not recovered from the
-coarse overload, and its coarse figures stand) and finer steps (the profile's resolution_rps apart) up to the first
+a row missed the SLO), a warm-up climbing to the last rate that met it, that rate again (a machine that misses it
+now has not recovered from the coarse overload, and its coarse figures stand) and finer steps (the profile's resolution_rps apart) up to the first
 that missed, one machine after the other, ended by the first miss. A capacity then costs the coarse
 steps up to the knee and a few near it, not every fine step from the start.
 

@@ -451,12 +451,22 @@ def test_the_finer_steps_lie_between_the_last_rate_met_and_the_knee_at_the_resol
     finer = load.refined(300, 400)
     # the rate met before again first (did the machine recover from the overload?), then the finer ones
     assert finer.rates() == [300, 325, 350, 375] and finer.stop_after_misses == 1
-    # a fresh JMeter starting at full rate is a burst: a step at half the rate first, not judged
-    assert finer.segments()[0] == (150, finer.step_s, True) and finer.arrivals()[0] == 150 * finer.step_s
-    assert "warm-up at 150 req/s" in finer.describe()
+    # a fresh JMeter sending a machine at rest its rate at once is a burst it may not come back from: the warm-up
+    # climbs to it as the coarse steps did (a quarter, a half, three quarters of it, not judged), as long as a step
+    assert finer.segments()[:4] == [(75, 3, True), (150, 3, True), (225, 3, True), (300, finer.step_s, False)]
+    assert finer.arrivals()[:3] == [225, 450, 675] and finer.warmup_s == 9
+    assert "9 s warm-up climbing from 75 to 225 req/s" in finer.describe()
+    assert [rate for rate, _, warm in replace(STEPS, step_s=15).refined(700, 800).segments() if warm] == [175, 350, 525]
+    with pytest.raises(ValueError, match="must divide into its 3 steps"):
+        replace(finer, warmup_s=10)
     assert finer.step_s == load.step_s and finer.slo == load.slo
     assert load.refined(300, 325) is None and replace(STEPS, resolution_rps=100).refined(300, 400) is None
     assert replace(STEPS, resolution_rps=30).refined(300, 400).rates() == [300, 330, 360, 390]
+
+
+def _warm(typical_ms: int, slow_ms: int) -> list[tuple[int, int, float, int]]:
+    """The finer steps' warm-up climbing to 300 req/s (75, 150, 225 req/s for 3 s each), as results."""
+    return [(count, typical_ms, 0, slow_ms) for count in (225, 450, 675)]
 
 
 def _refined_folder(root: Path, met: int, missed: int, steps: list[tuple[int, int, float, int]]) -> JMeterFolder:
@@ -474,22 +484,22 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
                                  (4000, 300, 0, 2500), (5000, 900, 0.05, 4000)])
     assert (coarse["capacity_rps"], coarse["knee_rps"]) == (300, 400)
     # 300 met again, 325 met, 350 missed: the load ended there
-    folder = _refined_folder(tmp_path, 300, 400, [(1500, 900, 0, 3000), (3000, 40, 0, 200), (3250, 40, 0, 200),
+    folder = _refined_folder(tmp_path, 300, 400, [*_warm(900, 3000), (3000, 40, 0, 200), (3250, 40, 0, 200),
                                                   (3500, 400, 0, 2500)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"], found["found"]) == (325, 350, True)
-    assert [(s["step"], s["rate_rps"], s.get("refined", False), s["warmup"]) for s in found["steps"]][-5:] == [
-        (5, 500, False, False), (6, 150, True, True), (7, 300, True, False), (8, 325, True, False),
-        (9, 350, True, False)]
-    assert found["refined"] == {"between": [300, 400], "steps": 4, "resolution_rps": 25, "recovered": True}
+    assert [(s["step"], s["rate_rps"], s.get("refined", False), s["warmup"]) for s in found["steps"]][-7:] == [
+        (5, 500, False, False), (6, 75, True, True), (7, 150, True, True), (8, 225, True, True),
+        (9, 300, True, False), (10, 325, True, False), (11, 350, True, False)]
+    assert found["refined"] == {"between": [300, 400], "steps": 6, "resolution_rps": 25, "recovered": True}
     assert found["broke"].startswith("at 350 req/s offered")
     # every finer step met: the coarse knee stands, the capacity is the last of them
-    folder = _refined_folder(tmp_path / "all", 300, 400, [(1500, 40, 0, 200), (3000, 40, 0, 200), (3250, 40, 0, 200),
+    folder = _refined_folder(tmp_path / "all", 300, 400, [*_warm(40, 200), (3000, 40, 0, 200), (3250, 40, 0, 200),
                                                           (3500, 40, 0, 200), (3750, 40, 0, 200)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"]) == (375, 400)
     # the rate it met before now missed: it had not recovered from the overload, so nothing finer is claimed
-    folder = _refined_folder(tmp_path / "sick", 300, 400, [(1500, 40, 0, 200), (3000, 900, 0.3, 5000)])
+    folder = _refined_folder(tmp_path / "sick", 300, 400, [*_warm(40, 200), (3000, 900, 0.3, 5000)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"]) == (300, 400) and not found["refined"]["recovered"]
     assert "had not recovered from the coarse steps' overload: at 300 req/s" in found["refined"]["note"]

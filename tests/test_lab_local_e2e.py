@@ -811,6 +811,9 @@ def test_a_quick_capacity_run_finds_both_knees_with_no_step_the_load_generator_d
         refined = json.loads((run_dir / "jmeter" / "refine" / machine / "steps.json").read_text())
         assert refined["missed_rps"] - refined["met_rps"] == load.QUICK_STEPS.step_rps, refined
         assert found["refined"]["steps"] >= 1 and any(s.get("refined") for s in steps)
+        # a warm-up climbing to the rate met, as the coarse steps did, never a jump to it from rest
+        warm = [s["rate_rps"] for s in steps if s.get("refined") and s["warmup"]]
+        assert len(warm) == 3 and warm == sorted(warm) and warm[-1] < refined["met_rps"], steps
         assert refined["met_rps"] <= found["capacity_rps"] < found["knee_rps"] <= refined["missed_rps"]
         # to the resolution, unless the rate it met before missed again (not recovered: said, nothing finer claimed)
         assert (found["knee_rps"] - found["capacity_rps"] <= load.QUICK_STEPS.resolution_rps) \
