@@ -82,8 +82,8 @@ class StepLoad:
         it, a half, three quarters: not judged), that rate again (did it recover?), then steps resolution_rps apart
         up to just below the first that missed (the coarse knee), each as long as a coarse step, ended by the first
         miss; None when the coarse steps were already that fine. It climbs as the coarse steps did: measured, the
-        default machine at rest sent 700 req/s at once (a rate it had met climbing) failed 88% of them, and after
-        its knee, half its rate at once filled HTTPD's workers and Tomcat's threads for good."""
+        default machine at rest sent 700 req/s at once (a rate it had met climbing) failed 88% of them. After a
+        full profile's knee the machines do not recover either way (README: Capacity), and the recheck says so."""
         if met_rps + self.resolution_rps >= missed_rps:
             return None
         last = met_rps + (missed_rps - 1 - met_rps) // self.resolution_rps * self.resolution_rps
