@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from lab.analysis.numbers import finite as _finite
@@ -118,21 +119,25 @@ def role_of(args: str) -> str:
     return next((role for role, marker in ROLES if marker in args), "other")
 
 
+def _summed_by_role(columns: Iterable[tuple[str, list]], own: dict[str, str]) -> dict[str, list[float | None]]:
+    """Per role (by each process's command line), its processes' values summed at each time; columns: (instance,
+    values) pairs, an instance named "<pid> <command>"."""
+    rows: dict[str, list[list]] = {}
+    for instance, values in columns:
+        rows.setdefault(role_of(own.get(instance.split(" ", 1)[0], instance)), []).append(values)
+    return {role: _sum_rows(parts) for role, parts in sorted(rows.items())}
+
+
 def _cpu_by_role(pcolumns: dict, own: dict[str, str], in_window, family: str) -> dict[str, float | None]:
     """Mean CPU cores over the window of the machine's processes, by role (service, httpd, backend)."""
-    rows: dict[str, list[list]] = {}
-    for metric in (f"{family}.psinfo.utime", f"{family}.psinfo.stime"):
-        for instance, values in _columns_of(pcolumns, metric).items():
-            rows.setdefault(role_of(own.get(instance.split(" ", 1)[0], instance)), []).append(values)
-    return {role: _mean(in_window(_sum_rows(columns))) for role, columns in sorted(rows.items())}
+    cpu = [pair for metric in (f"{family}.psinfo.utime", f"{family}.psinfo.stime")
+           for pair in _columns_of(pcolumns, metric).items()]
+    return {role: _mean(in_window(summed)) for role, summed in _summed_by_role(cpu, own).items()}
 
 
 def _peak_by_role(columns: dict[str, list], own: dict[str, str]) -> dict[str, float | None]:
     """Per role, the peak over time of its processes' summed values (e.g. the service's PSS, all HTTPD's children)."""
-    rows: dict[str, list[list]] = {}
-    for instance, values in columns.items():
-        rows.setdefault(role_of(own.get(instance.split(" ", 1)[0], instance)), []).append(values)
-    return {role: max(_finite(_sum_rows(parts)), default=None) for role, parts in sorted(rows.items())}
+    return {role: max(_finite(summed), default=None) for role, summed in _summed_by_role(columns.items(), own).items()}
 
 
 def _sum_rows(columns: list[list]) -> list[float | None]:
