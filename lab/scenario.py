@@ -1,6 +1,6 @@
 """A scenario file (YAML): an experiment a user keeps and shares. It names the load model and its
 parameters, the SLO of a capacity run, the schedule and trials, and the thresholds the run must pass.
-Options on the command line override it. The shipped ones are in jmeter/scenarios/ (README there).
+Options on the command line override it. The shipped ones are in jmeter/scenarios/ (docs/scenarios.md lists them).
 
     model: closed                   # closed: users that wait for their answer; open: arrivals at a rate
     load: {users: 300, ramp_s: 150, duration_s: 1200}

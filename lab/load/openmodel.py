@@ -83,7 +83,7 @@ class StepLoad:
         up to just below the first that missed (the coarse knee), each as long as a coarse step, ended by the first
         miss; None when the coarse steps were already that fine. It climbs as the coarse steps did: measured, the
         default machine at rest sent 700 req/s at once (a rate it had met climbing) failed 88% of them. After a
-        full profile's knee the machines do not recover either way (README: Capacity), and the recheck says so."""
+        full profile's knee the machines do not recover either way (docs/capacity.md), and the recheck says so."""
         if met_rps + self.resolution_rps >= missed_rps:
             return None
         last = met_rps + (missed_rps - 1 - met_rps) // self.resolution_rps * self.resolution_rps
@@ -159,6 +159,9 @@ class StepLoad:
 
 QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30, resolution_rps=50)
 FULL_STEPS = StepLoad()
+# A tune's configuration: the quick steps, up to what a found configuration may serve (2x the default machine's
+# 700 req/s, and room above it); a configuration's run ends two steps past its knee, so a poor one costs little.
+TUNE_STEPS = replace(QUICK_STEPS, max_rps=2500)
 
 
 class StepWatch:
