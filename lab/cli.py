@@ -17,6 +17,7 @@ from lab.machines.local.memory import DEFAULT, DEFAULT_SWAP_MIB, MODELS
 from lab.machines.protocol import Backend
 from lab.paths import callers
 from lab.report import compare_page
+from lab.tune import command as tune_command
 
 
 def _inventory(text: str) -> Path:
@@ -84,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
                              "knobs to its own one group at a time (ansible/knob-groups.yml), each configuration "
                              f"measured with --repeat trials (default {options.ABLATION_REPEAT}) against the default "
                              "machine; prints the plan and its duration first")
+    commands.add_parser("tune", parents=[common, options.tune_options()],
+                        help="search the knob space (ansible/knob-space.yml) on the tuned machine for the "
+                             "configuration with the highest capacity at the SLO, within memory (Optuna's TPE; "
+                             f"--budget, default {options.TUNE_BUDGET}); prints the plan first, writes best.yml")
     compare_parser = commands.add_parser("compare", help="two saved runs side by side (a knob before and after): "
                                                          "./start.sh compare RUN_A RUN_B (run ids in runs/, or paths)")
     compare_parser.add_argument("run_a", metavar="RUN_A")
@@ -122,6 +127,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             args.scenario = args.profile            # ./start.sh --profile 2018: its machines and its load
         plan = options.experiment(args) if args.command in (None, "run", "capacity") else None
         prepared = ablation_command.prepare(args) if args.command == "ablate" else None
+        tune_prepared = tune_command.prepare(args) if args.command == "tune" else None
         if args.backend is None:
             args.backend, args.inventory, why = lifecycle.default_backend(host)
             print(f"Backend: {args.backend} ({why}; --backend chooses another)", file=sys.stderr)
@@ -140,6 +146,8 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
             host.check_inventory(args.command or "up", args.inventory)
             if prepared is not None:
                 return ablation_command.run(backend, host, prepared)
+            if tune_prepared is not None:
+                return tune_command.run(backend, host, tune_prepared)
             return _change(args, backend, host, plan, setup)
     except LabError as error:
         print(f"start.sh: {error}", file=sys.stderr)

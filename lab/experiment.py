@@ -278,7 +278,9 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
     searching = isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation"
     if searching:
         measured.phase = "measuring the load generator's ceiling"
-        generator.measure_ceiling(backend, _targets(setup), profile, folder, cpus, measured.problems)
+        ceiling_from = setup.mode.get("ceiling_from")
+        generator.measure_ceiling(backend, _targets(setup), profile, folder, cpus, measured.problems,
+                                  RunFolder(Path(ceiling_from)) if ceiling_from else None)
     measured.phase = "starting PCP's logger"
     with step(f"Starting PCP's logger on {_both(order)}"):
         for name in order:

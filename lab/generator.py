@@ -3,6 +3,7 @@ loadgen), or the backend's network of the load generator's own for this host's J
 host's own; and before a capacity run's load, what that generator can send here (lab/load/ceiling.py)."""
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -33,10 +34,17 @@ def load_generator(backend: Backend, targets: list[tuple[str, int]], mode: dict,
 
 
 def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: StepLoad, folder: RunFolder,
-                    cpus: str | None, problems: list[str]) -> None:
+                    cpus: str | None, problems: list[str], measured_in: RunFolder | None = None) -> None:
     """What the load generator can send here, before the machines' load: the line a capacity run's steps are set
     against, into folder's jmeter/generator/. Where it cannot be measured the run goes on without it, saying why in
-    problems."""
+    problems. measured_in: a run of the same series (a tune's first configuration) that measured it already on this
+    host: its measurement is copied in (raw results included) rather than taken again."""
+    if measured_in is not None and capacity.generator_ceiling(measured_in.jmeter.generator) is not None:
+        shutil.copytree(measured_in.jmeter.generator.root, folder.jmeter.generator.root, dirs_exist_ok=True)
+        found = capacity.generator_ceiling(folder.jmeter.generator)
+        info(f"the load generator's ceiling: {found['text'] if found else '?'} (measured in {measured_in.root.name}, "
+             "copied here)")
+        return
     with backend.client_network(targets) as network:
         if network is None:
             problems.append(f"the load generator's ceiling was not measured: on the {backend.name} backend JMeter "

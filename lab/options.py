@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from dataclasses import dataclass, replace
 
 from lab import load, scenario
@@ -69,8 +70,15 @@ def load_options(defaults: bool) -> argparse.ArgumentParser:
 
 def capacity_options() -> argparse.ArgumentParser:
     """`capacity`'s options: an open model's steps and the SLO they must meet."""
-    steps, slo, unset = load.FULL_STEPS, load.FULL_STEPS.slo, argparse.SUPPRESS
     options = argparse.ArgumentParser(add_help=False)
+    _step_options(options, load.FULL_STEPS, "a smoke run: " + load.QUICK_STEPS.describe())
+    _shared(options, defaults=False)
+    return options
+
+
+def _step_options(options: argparse.ArgumentParser, steps: load.StepLoad, quick: str) -> None:
+    """An open model's steps and the SLO they must meet, with steps' values as the defaults said."""
+    slo, unset = steps.slo, argparse.SUPPRESS
     options.add_argument("--start-rate", type=int, default=unset, metavar="RPS",
                          help=f"first step's arrivals per second (default {steps.start_rps})")
     options.add_argument("--step-rate", type=int, default=unset, metavar="RPS",
@@ -93,9 +101,67 @@ def capacity_options() -> argparse.ArgumentParser:
                          help=f"a step's p99 at most (default {slo.p99_ms} ms)")
     options.add_argument("--slo-errors", type=float, default=unset, metavar="PERCENT",
                          help=f"a step's errors at most (default {slo.error_pct:g}%%)")
-    options.add_argument("--quick", action="store_true", default=unset, help="a smoke run: " + load.QUICK_STEPS.describe().replace("%", "%%"))
-    _shared(options, defaults=False)
+    options.add_argument("--quick", action="store_true", default=unset, help=quick.replace("%", "%%"))
+
+
+def tune_options() -> argparse.ArgumentParser:
+    """`tune`'s options: what it searches, how long, and each configuration's capacity run."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--groups", default=argparse.SUPPRESS, metavar="NAME,NAME",
+                         help="search only these groups of the knob space (ansible/knob-space.yml; the rest stay as "
+                              "the default machine has them)")
+    options.add_argument("--trials", type=int, default=argparse.SUPPRESS, metavar="N",
+                         help="measure N configurations (one its memory budget sets aside unmeasured does not count)")
+    options.add_argument("--budget", default=argparse.SUPPRESS, metavar="DURATION",
+                         help=f"measure configurations for this long (90m, 2h, 5400s; default {TUNE_BUDGET}): each "
+                              "starts only if one as long as the mean so far still fits")
+    options.add_argument("--seed", type=int, default=argparse.SUPPRESS, metavar="N",
+                         help="the sampler's seed (default 1): the same seed proposes the same first configurations")
+    options.add_argument("--resume", default=argparse.SUPPRESS, metavar="TUNE",
+                         help="continue an interrupted tune (its id in runs/, or its folder) as it was planned: "
+                              "configurations it measured are kept, one cut short is measured again")
+    _step_options(options, load.TUNE_STEPS, f"a smoke tune: {TUNE_QUICK_TRIALS} configurations, each measured by "
+                                            + load.QUICK_STEPS.describe())
     return options
+
+
+TUNE_BUDGET = "2h"
+TUNE_QUICK_TRIALS = 2
+TUNE_SEED = 1
+
+
+@dataclass(frozen=True)
+class Tune:
+    """What `tune` will do, every part checked."""
+    steps: load.StepLoad
+    trials: int | None
+    budget_s: int | None
+    seed: int
+
+
+def duration_s(typed: str, option: str) -> int:
+    """90m, 2h, 5400s, or a number of seconds, as seconds; StepFailed naming what was typed."""
+    found = re.fullmatch(r"\s*(\d+)\s*(s|m|min|h)?\s*", typed)
+    if not found or int(found.group(1)) == 0:
+        raise StepFailed(f"{option} {typed}: a duration such as 90m, 2h or 5400s")
+    return int(found.group(1)) * {"s": 1, "m": 60, "min": 60, "h": 3600}[found.group(2) or "s"]
+
+
+def tune(args: argparse.Namespace) -> Tune:
+    """tune's options checked (all but --groups, which the knob space checks)."""
+    trials, budget = _given(args, "--trials"), _given(args, "--budget")
+    if trials is not None and budget is not None:
+        raise StepFailed(f"--trials {trials} and --budget {budget}: one or the other")
+    if trials is not None and int(trials) < 1:
+        raise StepFailed(f"--trials {trials}: must be 1 or more")
+    quick = bool(_given(args, "--quick"))
+    steps = _steps(args, load.QUICK_STEPS if quick else load.TUNE_STEPS)
+    if trials is None and budget is None and quick:
+        trials = TUNE_QUICK_TRIALS
+    seed = _given(args, "--seed")
+    return Tune(steps, int(trials) if trials is not None else None,
+                None if trials is not None else duration_s(str(budget or TUNE_BUDGET), "--budget"),
+                int(seed) if seed is not None else TUNE_SEED)
 
 
 def ablate_options() -> argparse.ArgumentParser:

@@ -23,10 +23,10 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
-from lab.errors import LabError
-from lab.paths import REPO
+from lab.errors import LabError, StepFailed
+from lab.paths import REPO, callers
 
 RUNS = REPO / "runs"
 # What a run collects from each machine, one folder each under machines/<machine>/.
@@ -306,6 +306,45 @@ def check_free_space(needed_bytes: int, runs: Path = RUNS) -> None:
         raise LabError(f"{runs} has {free / 2**20:,.0f} MiB free; this run needs about {needed_bytes / 2**20:,.0f} MiB "
                        "(JMeter's results, PCP archives, logs): free some space (old runs are in runs/), or "
                        "shorten the run (--duration)")
+
+
+class RecordFolder:
+    """A folder of runs/ kept by one JSON record (an ablation's, a tune's): made with its record, found again for
+    --resume (by its folder from where the user ran ./start.sh, else by its id in runs/), read and updated."""
+    FILE: ClassVar[str]
+    KIND: ClassVar[str]
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.file = root / self.FILE
+
+    @classmethod
+    def start(cls, record: dict, runs: Path | None = None) -> Self:
+        made = cls(RunFolder.create(runs or RUNS).root)
+        RunFolder.write_json(made.file, {"kind": cls.KIND, "started_at": time.time(), **record})
+        return made
+
+    @classmethod
+    def resume(cls, typed: str, runs: Path | None = None) -> Self:
+        runs = runs or RUNS
+        for root in (callers(typed), runs / typed):
+            if (root / cls.FILE).is_file():
+                return cls(root.resolve())
+        raise StepFailed(f"--resume {typed}: no {cls.KIND} there (no {cls.FILE} in {typed} nor in {runs / typed})")
+
+    def record(self, problems: list[str] | None = None) -> dict:
+        """The record ({} if it cannot be read; why, appended to problems)."""
+        return RunFolder(self.root).read_json(self.file, [] if problems is None else problems, self.KIND) or {}
+
+    def update(self, **fields) -> None:
+        RunFolder.write_json(self.file, {**self.record(), **fields})
+
+    def check_backend(self, typed: str, backend: str | None) -> None:
+        """A resumed one goes on with the backend whose machines it measured."""
+        recorded = self.record().get("backend")
+        if backend and recorded and backend != recorded:
+            raise StepFailed(f"--resume {typed} --backend {backend}: the {self.KIND} measured the {recorded} "
+                             "backend's machines")
 
 
 def existing(text: str) -> Path:

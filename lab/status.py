@@ -87,6 +87,9 @@ def observe(backend: Backend, name: str) -> dict:
     observed["heap_max_bytes"] = jvm.get("heapMaxBytes")
     observed["jvm_memory_limit_bytes"] = jvm.get("memoryLimitBytes")
     observed["async_logging"] = info.get("logging", {}).get("async")
+    pool = info.get("backend", {})
+    observed["backend_pool_per_route"] = pool.get("connectionsPerRoute")
+    observed["backend_pool_total"] = pool.get("maxTotalConnections")
     machine["state"] = "up" if machine["http_status"] == 200 else "degraded"
     return machine
 

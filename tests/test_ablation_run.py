@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from test_experiment import FakeBackend
 
-from lab import cli, experiment, placement, provision
+from lab import cli, experiment, placement, provision, runfolder
 from lab.ablation import command, pairs, run
 from lab.ablation import folder as ablation_folder
 from lab.ablation import groups as knob_groups
@@ -100,7 +100,7 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
     monkeypatch.setattr(provision, "run_playbook", run_playbook)
     monkeypatch.setattr(experiment, "measure", measure)
     monkeypatch.setattr(experiment, "check_machines", lambda backend: {})
-    monkeypatch.setattr(ablation_folder, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(runfolder, "RUNS", tmp_path / "runs")
     return seen
 
 
@@ -151,7 +151,7 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
     lab.interrupt_at = 3
     prepared = _prepared("--groups", groups_typed, "--quick")
     assert command.run(FakeBackend(), host, prepared) == 130
-    root = next((ablation_folder.RUNS).glob("2*"))
+    root = next(runfolder.RUNS.glob("2*"))
     assert "./start.sh ablate --resume " + root.name in capsys.readouterr().err
     assert lab.playbooks[-1] == ("tuned", None) and not host.aa_pending()   # tuned got its own knobs back
     first = list(lab.measured)
@@ -207,7 +207,7 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
 def test_resume_refuses_when_a_groups_variables_changed(host, lab, tmp_path, monkeypatch):
     lab.interrupt_at = 1
     assert command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick")) == 130
-    root = next(ablation_folder.RUNS.glob("2*"))
+    root = next(runfolder.RUNS.glob("2*"))
     record = json.loads((root / "ablation.json").read_text())
     record["groups"]["gc_heap"]["variables"] = ["camel_app_java_options"]
     (root / "ablation.json").write_text(json.dumps(record))
@@ -243,7 +243,7 @@ def test_a_configuration_without_two_figures_stops_the_ablation_and_is_measured_
                                          r"ablate --resume \S+ continues it"):
         command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick"))
     assert lab.playbooks[-1] == ("tuned", None) and not host.aa_pending()
-    root = next(ablation_folder.RUNS.glob("2*"))
+    root = next(runfolder.RUNS.glob("2*"))
     lab.unsettled = set()
     lab.measured.clear()
     assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0
@@ -278,7 +278,7 @@ def test_an_ablation_with_an_open_model_measures_each_configurations_capacity(ho
     groups = {name: prepared.every[name] for name in prepared.plan.groups}
     assert "measured as its capacity: the highest arrival rate that met the SLO" in run.describe(prepared.plan, groups)[1]
     assert command.run(FakeBackend(), host, prepared) == 0
-    root = next(ablation_folder.RUNS.glob("2*"))
+    root = next(runfolder.RUNS.glob("2*"))
     record = json.loads((root / "ablation.json").read_text())
     assert record["plan"]["figure"] == "tuned_capacity_rps" and record["plan"]["profile"]["model"] == "open"
     analysis = record["analysis"]
@@ -327,7 +327,7 @@ def test_where_each_machine_has_its_own_cpus_two_configurations_are_measured_at_
     assert command.run(FakeBackend(), host, prepared) == 130
     err = capsys.readouterr().err
     assert "two at once, one on each machine, which swap configurations halfway through a pair's trials" in err
-    root = next(ablation_folder.RUNS.glob("2*"))
+    root = next(runfolder.RUNS.glob("2*"))
     everything = "async_logging+gc_heap+httpd_mpm"
     # the baseline with the tuned configuration, then the machines swapped; then a forward step's first two
     # candidates, cut short. The default machine already carries the default configuration: not provisioned for it.
@@ -367,7 +367,7 @@ def test_two_at_once_on_shared_cpus_is_asked_for_and_said_and_an_odd_one_out_is_
     prepared = _prepared("--groups", "ajp,apr", "--quick", "--repeat", "2", "--schedule", "parallel")
     assert command.run(FakeBackend(), host, prepared) == 0
     assert "--schedule parallel measures two configurations at once anyway" in capsys.readouterr().err
-    root = next(ablation_folder.RUNS.glob("2*"))
+    root = next(runfolder.RUNS.glob("2*"))
     # default with ajp+apr; ajp, the forward path's only first step, has no partner left: both machines carry it
     assert lab.measured == ["default--ajp+apr", "ajp+apr--default", "ajp--ajp"]
     assert len(RunFolder(root / "pairs" / "ajp--ajp").trials()) == 1
@@ -384,7 +384,7 @@ def test_a_pair_whose_trials_gave_no_figures_stops_the_ablation_and_only_its_hal
     with pytest.raises(StepFailed, match=r"configuration default: 0 of its trials gave either machine's throughput"):
         command.run(FakeBackend(), host, _prepared("--groups", "gc_heap", "--quick", "--repeat", "2"))
     assert lab.measured == ["default--gc_heap", "gc_heap--default"] and not host.aa_pending()
-    root = next(ablation_folder.RUNS.glob("2*"))
+    root = next(runfolder.RUNS.glob("2*"))
     lab.unsettled = set()
     lab.measured.clear()
     assert command.run(FakeBackend(), host, _prepared("--resume", root.name)) == 0

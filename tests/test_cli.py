@@ -27,6 +27,14 @@ def _host(tmp_path: Path) -> HostLab:
     (["run", "--duration", "0"], "--duration 0: must be 1 or more"),
     (["run", "--quick", "--ramp", "200"], "--ramp 200 is longer than --duration 90: the ramp-up is part of the run"),
     (["--think", "-1"], "--think -1: must be 0 or more"),
+    (["tune", "--budget", "2 fortnights"], "--budget 2 fortnights: a duration such as 90m, 2h or 5400s"),
+    (["tune", "--trials", "3", "--budget", "1h"], "--trials 3 and --budget 1h: one or the other"),
+    (["tune", "--trials", "0"], "--trials 0: must be 1 or more"),
+    (["tune", "--groups", "jvm,gc"], "--groups jvm,gc: gc: the knob space's groups are backend_client, tomcat, httpd, "
+                                     "proxy, jvm, logging (knob-space.yml)"),
+    (["tune", "--resume", "nosuch", "--trials", "2"], "--resume continues a tune as it was planned: --trials cannot "
+                                                      "change it"),
+    (["tune", "--max-rate", "50"], "--max-rate 50 is below --start-rate 100"),
 ])
 def test_a_bad_load_option_is_named_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
     # --backend ssh with an inventory of no hosts: had the options passed, it would fail there. The command line
@@ -156,7 +164,7 @@ def test_up_packs_jmeter_and_its_key_for_the_load_generators_before_provisioning
     assert done == ["playbook"]
 
 
-@pytest.mark.parametrize("command", [[], ["up"], ["run"], ["capacity"], ["compare"], ["status"], ["down"]])
+@pytest.mark.parametrize("command", [[], ["up"], ["run"], ["capacity"], ["ablate"], ["tune"], ["compare"], ["status"], ["down"]])
 def test_every_commands_help_prints(command: list[str], capsys) -> None:
     # argparse formats help texts with %: one unescaped % (an SLO's "0.1%") crashed `capacity --help`.
     from lab import cli

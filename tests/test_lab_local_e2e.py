@@ -95,6 +95,36 @@ def in_phase(profile: str | None) -> None:
     assert not HostLab().aa_pending(), "a machine still carries other knobs than its own (an A/A run or an ablation)"
 
 
+def ctrl_c_when(argv: list[str], log: Path, ready, within_s: float = 900) -> tuple[int, Path, list[Path]]:
+    """./start.sh argv, sent SIGINT (as a terminal's Ctrl-C, even if this test inherited it ignored) as soon as
+    ready(its new folder in runs/) finds something; its exit code, its folder and what ready found. Never left
+    running (nor the machines on other knobs): a second SIGINT, then a kill."""
+    previous = (REPO / "runs" / "latest").resolve()
+    with log.open("w") as sink:
+        process = subprocess.Popen([str(REPO / "start.sh"), *argv], stdout=subprocess.DEVNULL, stderr=sink,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + within_s
+        while True:
+            assert time.monotonic() < deadline and process.poll() is None, \
+                f"it never got there: {log.read_text()[-3000:]}"
+            root = (REPO / "runs" / "latest").resolve()
+            found = ready(root) if root != previous else []
+            if found:
+                break
+            time.sleep(1)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    return process.returncode, root, found
+
+
 @pytest.fixture(scope="module")
 def lab_up() -> Iterator[subprocess.CompletedProcess]:
     backend = LocalBackend()
@@ -920,35 +950,16 @@ def test_a_quick_capacity_ablation_two_at_once_gives_each_machine_its_configurat
     # apr needs ajp: 3 configurations (default, ajp, ajp+apr), the need met end to end: default with ajp+apr, the
     # machines swapped after a trial, then ajp, the odd one out, on both machines
     argv = ["ablate", "--groups", "ajp,apr", "--scenario", str(scenario), "--repeat", "2", "--schedule", "parallel"]
-    previous = (REPO / "runs" / "latest").resolve()
     log = tmp_path / "ablate.err"
-    with log.open("w") as sink:
-        # SIGINT as a terminal's Ctrl-C delivers it, even if this test inherited it ignored
-        first = subprocess.Popen([str(REPO / "start.sh"), *argv], stdout=subprocess.DEVNULL, stderr=sink,
-                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + 900
-        while True:     # Ctrl-C once the first half of the first pair is measured, while the machines swapped
-            assert time.monotonic() < deadline and first.poll() is None, \
-                f"the first half never ended: {log.read_text()[-3000:]}"
-            root = (REPO / "runs" / "latest").resolve()
-            done = [p.parent for p in root.glob("pairs/*/summary.json")] if root != previous else []
-            loading = [p for p in root.glob("pairs/*/trials/1/jmeter/tuned/results.csv")
-                       if done and done[0] not in p.parents]
-            if loading:
-                break
-            time.sleep(1)
-        first.send_signal(signal.SIGINT)
-        first.wait(timeout=600)
-    finally:
-        if first.poll() is None:    # never leave it loading (nor the machines on a configuration's knobs)
-            first.send_signal(signal.SIGINT)
-            try:
-                first.wait(timeout=300)
-            except subprocess.TimeoutExpired:
-                first.kill()
+
+    def second_half_loading(root: Path) -> list[Path]:
+        """Once the first half of the first pair is measured, the machines swapped and loading again."""
+        done = [p.parent for p in root.glob("pairs/*/summary.json")]
+        return [done[0]] if done and [p for p in root.glob("pairs/*/trials/1/jmeter/tuned/results.csv")
+                                      if done[0] not in p.parents] else []
+    returncode, root, done = ctrl_c_when(argv, log, second_half_loading)
     stderr = log.read_text()
-    assert first.returncode == 130, stderr[-3000:]
+    assert returncode == 130, stderr[-3000:]
     assert "Ablation of 2 knob groups: ajp, apr" in stderr and "two at once, one on each machine" in stderr
     assert "at most 3 configurations" in stderr and f"./start.sh ablate --resume {root.name} continues it" in stderr
     assert "--schedule parallel measures two configurations at once anyway" in stderr
@@ -1005,6 +1016,64 @@ def test_a_quick_capacity_ablation_two_at_once_gives_each_machine_its_configurat
     assert machines["tuned"]["observed"]["gc"] == "G1" and machines["tuned"]["observed"]["proxy_protocol"] == "ajp"
     assert machines["default"]["observed"]["gc"] == "Serial" and machines["default"]["observed"]["httpd_mpm"] == "prefork"
     assert machines["default"]["observed"]["proxy_protocol"] == "http"
+
+
+def test_a_quick_tune_measures_a_configuration_keeps_it_through_ctrl_c_and_writes_the_best(slow_backend, tmp_path):
+    # The knob search end to end, cut to one configuration (plus the one Ctrl-C cut short) on the four-at-a-time
+    # backend, whose knees lie within the generator's reach: Optuna proposes, the tuned machine is given the point, its
+    # capacity is measured, the study is kept in SQLite, and --resume measures the cut-short configuration again.
+    in_phase("four-at-a-time")
+    plan = SLOW_BACKEND_STEPS
+    argv = ["tune", "--trials", "1", "--groups", "jvm,backend_client", "--seed", "3",
+            "--start-rate", str(plan["start_rps"]), "--step-rate", str(plan["step_rps"]),
+            "--step-length", str(plan["step_s"]), "--max-rate", str(plan["max_rps"]), "--warmup", str(plan["warmup_s"])]
+    # Ctrl-C once a configuration's load has begun
+    returncode, root, loading = ctrl_c_when(argv, tmp_path / "tune.err",
+                                            lambda root: list(root.glob("configs/*/jmeter/tuned/results.csv")), 600)
+    stderr = (tmp_path / "tune.err").read_text()
+    assert returncode == 130, stderr[-3000:]
+    assert "Tune of 4 knobs in 2 groups (backend_client, jvm)" in stderr and "  1 configuration, chosen by" in stderr
+    assert f"./start.sh tune --resume {root.name} continues it" in stderr
+    cut = int(loading[0].parents[2].name)
+    machines = json.loads(start("status", "--json", timeout=120).stdout)["machines"]
+    assert machines["tuned"]["observed"]["gc"] == "G1" and machines["tuned"]["observed"]["httpd_mpm"] == "worker"
+
+    result = start("tune", "--resume", root.name, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"configuration {cut} had been cut short: measured again first" in result.stderr
+    record = json.loads((root / "tune.json").read_text())
+    rows = {row["number"]: row for row in record["result"]["configurations"]}
+    assert rows[cut]["state"] == "FAIL"
+    (again,) = [row for row in rows.values() if row["state"] == "COMPLETE" and row["measured"]]
+    assert again["number"] > cut and again["point"] == rows[cut]["point"]
+    point = again["point"]
+    # what status saw on the tuned machine while it was measured: the point's knobs, live
+    observed = json.loads((root / "configs" / str(again["number"]) / "status.json").read_text()
+                          )["machines"]["tuned"]["observed"]
+    assert observed["backend_pool_per_route"] == observed["backend_pool_total"] == point["backend_pool"], observed
+    assert observed["gc"] == {"ergonomic": "Serial", "serial": "Serial", "parallel": "Parallel", "g1": "G1"}[
+        point["jvm_collector"]], (point, observed)
+    assert 0.85 * point["jvm_heap_mib"] * 2**20 <= observed["heap_max_bytes"] <= point["jvm_heap_mib"] * 2**20
+    assert observed["httpd_mpm"] == "prefork" and observed["proxy_protocol"] == "http"    # not searched: default's
+    # its capacity, judged against the SLO on the backend's knee, and the constraints read from its PCP figures
+    summary = json.loads((root / "configs" / str(again["number"]) / "summary.json").read_text())
+    found = summary["machines"]["tuned"]["capacity"]
+    assert found["found"] and again["capacity_rps"] == found["capacity_rps"] and again["feasible"], again
+    assert plan["start_rps"] <= again["capacity_rps"] <= 250 and again["broken"] == {}
+    assert 100 < again["figures"]["held_peak_mib"] < again["figures"]["limit_mib"]
+    assert "(measured in" in result.stderr        # the generator's ceiling measured once, in the cut-short run
+    # the best configuration: a host_vars file of declared knobs that gives exactly that point
+    best = yaml.safe_load((root / "best.yml").read_text())
+    assert best["camel_app_http_client_per_route"] == best["camel_app_http_client_max_total"] == point["backend_pool"]
+    assert f"-Xmx{point['jvm_heap_mib']}m" in best["camel_app_java_options"]
+    assert best["httpd_mpm"] == "prefork" and best["camel_app_ajp_enabled"] is False
+    from lab import knobs
+    assert knobs.unknown_in(root / "best.yml", knobs.declared_variables(REPO / "ansible"), REPO) == []
+    assert record["result"]["sentence"] in result.stderr and f"Report: {root}/report/index.html" in result.stderr
+    html = (root / "report" / "index.html").read_text()
+    assert 'id="chart-tune"' in html and f'href="../configs/{again["number"]}/report/index.html"' in html
+    machines = json.loads(start("status", "--json", timeout=120).stdout)["machines"]
+    assert machines["tuned"]["observed"]["gc"] == "G1" and machines["tuned"]["observed"]["proxy_protocol"] == "ajp"
 
 
 def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memory_then_its_scenario_runs(

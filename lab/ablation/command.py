@@ -57,10 +57,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         if record.get("knobs_sha256") != knobs_sha256():
             raise StepFailed(f"--resume {typed}: ansible/host_vars/default.yml or tuned.yml changed since the ablation "
                              "started; its measurements would mix two tunings (start a new ablation)")
-        backend = getattr(args, "backend", None)
-        if backend and record.get("backend") and backend != record["backend"]:
-            raise StepFailed(f"--resume {typed} --backend {backend}: the ablation measured the {record['backend']} "
-                             "backend's machines")
+        ablation.check_backend(typed, getattr(args, "backend", None))
         return Prepared(plan, every, ablation)
     chosen = options.ablation(args)
     plan = Plan(chosen_groups(every, getattr(args, "groups", None)), chosen.profile, chosen.repeat, chosen.schedule)

@@ -19,9 +19,8 @@ import yaml
 from lab.ablation import groups as knob_groups
 from lab.ablation.groups import Group
 from lab.errors import StepFailed
-from lab.paths import callers
 from lab.progress import info
-from lab.runfolder import RUNS, RunFolder
+from lab.runfolder import RecordFolder, RunFolder
 
 ABLATION_JSON = "ablation.json"
 TUNED = "tuned"                 # the machine a configuration measured alone is given
@@ -63,12 +62,10 @@ class Source:
     machine: str
 
 
-class Ablation:
+class Ablation(RecordFolder):
     """An ablation's folder, and each configuration's measurements in it."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.file = root / ABLATION_JSON
+    FILE = ABLATION_JSON
+    KIND = "ablation"
 
     @property
     def measure(self) -> Measure:
@@ -77,27 +74,7 @@ class Ablation:
     @classmethod
     def create(cls, plan_json: dict, groups: dict[str, Group], runs: Path | None = None, **facts) -> Ablation:
         """A new ablation's folder in runs/; facts (its backend, its knobs' hash) are kept for --resume."""
-        folder = RunFolder.create(runs or RUNS)
-        ablation = cls(folder.root)
-        RunFolder.write_json(ablation.file, {"kind": "ablation", "plan": plan_json, "started_at": time.time(),
-                                             "groups": {n: asdict(g) for n, g in groups.items()}, **facts})
-        return ablation
-
-    @classmethod
-    def resume(cls, typed: str, runs: Path | None = None) -> Ablation:
-        """The ablation a user named: its folder (from where they ran ./start.sh), else its id in runs/."""
-        runs = runs or RUNS
-        for root in (callers(typed), runs / typed):
-            if (root / ABLATION_JSON).is_file():
-                return cls(root.resolve())
-        raise StepFailed(f"--resume {typed}: no ablation there (no {ABLATION_JSON} in {typed} nor in {runs / typed})")
-
-    def record(self, problems: list[str] | None = None) -> dict:
-        """ablation.json ({} if it cannot be read; why, appended to problems)."""
-        return RunFolder(self.root).read_json(self.file, [] if problems is None else problems, "ablation") or {}
-
-    def update(self, **fields) -> None:
-        RunFolder.write_json(self.file, {**self.record(), **fields})
+        return cls.start({"plan": plan_json, "groups": {n: asdict(g) for n, g in groups.items()}, **facts}, runs)
 
     def config_folder(self, config: frozenset[str]) -> RunFolder:
         """A configuration measured alone, on the tuned machine."""

@@ -7,7 +7,7 @@ JMeter's own report generator makes each machine's dashboard.
 """
 from lab.load.jmeter import command_line as jmeter_command
 from lab.load.jmeter import java_executable, java_version, jmeter_home, prepare
-from lab.load.openmodel import FULL_STEPS, QUICK_STEPS, Slo, StepLoad
+from lab.load.openmodel import FULL_STEPS, QUICK_STEPS, TUNE_STEPS, Slo, StepLoad
 from lab.load.profile import FULL, QUICK, SCHEDULES, LoadError, LoadProfile, LoadResult, run_folder_bytes
 from lab.load.progress import _CsvTail, format_progress, print_progress, progress_bar
 from lab.load.run import CSV_COLUMNS, run
@@ -16,7 +16,7 @@ from lab.machines import MACHINES
 
 Profile = LoadProfile | StepLoad        # a closed model (users) or an open one (arrival rates, for capacity)
 
-__all__ = ["CSV_COLUMNS", "FULL", "FULL_STEPS", "MACHINES", "QUICK", "QUICK_STEPS", "SCHEDULES", "LoadError",
+__all__ = ["CSV_COLUMNS", "FULL", "FULL_STEPS", "MACHINES", "QUICK", "QUICK_STEPS", "TUNE_STEPS", "SCHEDULES", "LoadError",
            "LoadProfile", "LoadResult", "Profile", "Slo", "StepLoad",
            "TargetError", "_CsvTail", "_parse_targets", "check_targets", "format_progress", "java_executable",
            "java_version", "jmeter_command", "jmeter_home", "prepare", "print_progress", "progress_bar",

@@ -13,6 +13,8 @@ import ch.qos.logback.classic.LoggerContext;
 import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.Appender;
 import ch.qos.logback.core.AsyncAppenderBase;
+import org.apache.camel.CamelContext;
+import org.apache.camel.component.http.HttpComponent;
 import org.apache.catalina.util.ServerInfo;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Value;
@@ -38,10 +40,12 @@ public class LabInfoContributor implements InfoContributor {
             "Shenandoah Cycles", "Shenandoah", "Shenandoah Pauses", "Shenandoah");
 
     private final ApplicationContext context;
+    private final CamelContext camel;
     private final String backendUrl;
 
-    public LabInfoContributor(ApplicationContext context, @Value("${lab.backend.url}") String backendUrl) {
+    public LabInfoContributor(ApplicationContext context, CamelContext camel, @Value("${lab.backend.url}") String backendUrl) {
         this.context = context;
+        this.camel = camel;
         this.backendUrl = backendUrl;
     }
 
@@ -57,7 +61,17 @@ public class LabInfoContributor implements InfoContributor {
         builder.withDetail("tomcat", tomcat);
         builder.withDetail("jvm", jvm());
         builder.withDetail("logging", logging());
-        builder.withDetail("backend", Map.of("url", backendUrl));
+        builder.withDetail("backend", backend());
+    }
+
+    /** The backend the route calls, and the camel-http pool it calls it through, as the live component has it. */
+    private Map<String, Object> backend() {
+        Map<String, Object> backend = new LinkedHashMap<>();
+        backend.put("url", backendUrl);
+        HttpComponent http = camel.getComponent("http", HttpComponent.class);
+        backend.put("maxTotalConnections", http.getMaxTotalConnections());
+        backend.put("connectionsPerRoute", http.getConnectionsPerRoute());
+        return backend;
     }
 
     private static Map<String, Object> jvm() {

@@ -55,6 +55,8 @@ class MockRouteTest {
         backend.start();
         registry.add("lab.backend.url", () -> "http://127.0.0.1:" + backend.port() + "/data");
         registry.add("camel.component.http.socket-timeout", () -> SOCKET_TIMEOUT_MS);
+        registry.add("camel.component.http.connections-per-route", () -> 37);
+        registry.add("camel.component.http.max-total-connections", () -> 41);
         registry.add("lab.node-name", () -> "test-node");
         registry.add("management.server.port", () -> 0);
     }
@@ -141,5 +143,14 @@ class MockRouteTest {
         assertThat(metrics).containsPattern("httpcomponents_httpclient_pool_total_connections\\{endpoint=\"http://127.0.0.1:"
                 + backend.port() + "/data\",httpclient=\"camel-http\",state=\"available\",\\} [0-9]");
         assertThat(metrics).contains("camel_exchanges_inflight{route=\"mock\",} 0.0", "camel_exchanges_failed_total{route=\"mock\",} 0.0");
+    }
+
+    @Test
+    void infoShowsTheBackendPoolTheLiveComponentHas() throws Exception {
+        String url = "http://127.0.0.1:" + managementPort + "/actuator/info";
+        JsonNode backendInfo = mapper.readTree(http.getRestTemplate().getForObject(url, String.class)).path("backend");
+        assertThat(backendInfo.path("url").asText()).isEqualTo("http://127.0.0.1:" + backend.port() + "/data");
+        assertThat(backendInfo.path("connectionsPerRoute").asInt()).isEqualTo(37);
+        assertThat(backendInfo.path("maxTotalConnections").asInt()).isEqualTo(41);
     }
 }

@@ -1,0 +1,209 @@
+"""tune's pure parts: the knob space checked against the roles' argument specs, a point of it as the tuned machine's
+extra vars (within the memory budget's reading of them), and the study on a synthetic objective with constraints:
+it finds the known optimum's region, records every broken configuration with its reason, never calls one the best,
+and goes on after an interruption with the configuration that was cut short."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab import budget
+from lab.errors import StepFailed
+from lab.runfolder import RunFolder
+from lab.tune import space as knob_space
+from lab.tune.run import outcome_of
+from lab.tune.study import CONSTRAINTS, Outcome, Study
+
+pytestmark = pytest.mark.fast
+
+
+def test_the_shipped_space_loads_and_every_dimension_sets_a_declared_variable():
+    space = knob_space.load()
+    assert set(space.groups) == {"backend_client", "tomcat", "httpd", "proxy", "jvm", "logging"}
+    assert space.dimensions["backend_pool"].variables == ("camel_app_http_client_per_route",
+                                                          "camel_app_http_client_max_total")
+    assert "camel_app_java_options" in space.variables()
+    assert space.chosen(("jvm",)).dimensions.keys() == {"jvm_collector", "jvm_heap_mib", "jvm_thread_stack_kib"}
+
+
+def test_a_point_is_the_default_machines_knobs_with_each_dimension_applied():
+    space = knob_space.load()
+    base = knob_space.base_knobs()
+    assert base["httpd_mpm"] == "prefork" and base["camel_app_java_options"] == []
+    point = {"backend_pool": 200, "tomcat_threads": 120, "tomcat_accept_count": 300, "httpd_mpm": "event",
+             "httpd_workers": 200, "proxy_protocol": "ajp", "jvm_collector": "serial", "jvm_heap_mib": 160,
+             "jvm_thread_stack_kib": "512", "logback": "async"}
+    chosen = space.knobs(point, base)
+    assert chosen["camel_app_http_client_per_route"] == chosen["camel_app_http_client_max_total"] == 200
+    assert chosen["httpd_mpm"] == "event" and chosen["httpd_mpm_event_settings"]["MaxRequestWorkers"] == 200
+    assert chosen["httpd_mpm_event_settings"]["ThreadsPerChild"] == 25      # merged over the role's dict
+    assert chosen["httpd_mpm_prefork_settings"]["MaxRequestWorkers"] == 200
+    assert chosen["camel_app_java_options"] == ["-XX:+UseSerialGC", "-Xmx160m", "-Xss512k"]
+    assert chosen["camel_app_ajp_enabled"] is True and chosen["httpd_ajp_secret"] == "{{ lab_ajp_secret }}"
+    assert chosen["camel_app_logback_async_discarding_threshold"] == 0
+    assert base["camel_app_java_options"] == [] and base["httpd_mpm"] == "prefork"     # base left as it was
+    # the memory budget reads the point's knobs: the heap, the threads' stacks, the MPM's workers
+    estimated = budget.estimate("tuned", chosen, 397.0)
+    assert estimated is not None
+    parts = {part.what: part for part in estimated.parts}
+    assert parts["the JVM's heap"].mib == 160
+    smaller = budget.estimate("tuned", space.knobs({**point, "jvm_heap_mib": 96}, base), 397.0)
+    assert smaller is not None and estimated.total_mib - smaller.total_mib >= 64
+    with pytest.raises(StepFailed, match=r"jvm_heap_mib = 100 is not in the knob space \(jvm_heap_mib: 64..256 by 16"):
+        space.knobs({**point, "jvm_heap_mib": 100}, base)
+
+
+def _write(tmp_path: Path, dimensions: dict, groups: dict | None = None) -> Path:
+    path = tmp_path / "knob-space.yml"
+    path.write_text(yaml.safe_dump({"groups": groups or {"g": {"about": "a group"}}, "dimensions": dimensions}))
+    return path
+
+
+@pytest.mark.parametrize(("dimension", "error"), [
+    ({"group": "g", "int": [1, 10], "variables": ["camel_app_no_such_knob"]},
+     r"dimensions.d.variables: 'camel_app_no_such_knob' is not a variable any role declares"),
+    ({"group": "nope", "int": [1, 10], "variables": ["camel_app_tomcat_max_threads"]},
+     r"dimensions.d.group: 'nope' is not one of the groups \(g\)"),
+    ({"group": "g", "int": [10, 1], "variables": ["camel_app_tomcat_max_threads"]},
+     r"dimensions.d.int: \[low, high\]"),
+    ({"group": "g", "int": [1, 10], "step": 4, "variables": ["camel_app_tomcat_max_threads"]},
+     r"dimensions.d.step: a positive integer that divides high - low"),
+    ({"group": "g", "int": [1, 10]}, r"dimensions.d: its value goes nowhere"),
+    ({"group": "g", "choices": {"a": {"variables": {"httpd_mpm": "worker"}}}}, r"two choices at least"),
+    ({"group": "g", "choices": {"a": {}, "b": {"variables": {"httpd_nope": 1}}}},
+     r"choices.b.variables: 'httpd_nope' is not a variable any role declares"),
+    ({"group": "g", "choices": {"a": {}, "b": {"jvm_options": ["Xmx64m"]}}}, r"jvm_options: a list of JVM options"),
+    ({"group": "g", "int": [1, 10], "choices": {"a": {}, "b": {}}}, r"either int: \[low, high\] or choices"),
+    ({"group": "g", "range": [1, 10]}, r"dimensions.d: range: not a dimension's field"),
+])
+def test_a_wrong_space_is_refused_naming_the_file_and_the_dimension(tmp_path, dimension, error):
+    path = _write(tmp_path, {"d": dimension})
+    with pytest.raises(StepFailed, match=error) as refused:
+        knob_space.load(path)
+    assert str(path) in str(refused.value)
+
+
+def test_a_group_without_a_dimension_is_refused(tmp_path):
+    path = _write(tmp_path, {"d": {"group": "g", "int": [1, 10], "variables": ["camel_app_tomcat_max_threads"]}},
+                  {"g": {"about": ""}, "empty": {"about": ""}})
+    with pytest.raises(StepFailed, match="groups empty: no dimension belongs to them"):
+        knob_space.load(path)
+
+
+def _synthetic(point: dict) -> Outcome:
+    """A machine whose capacity grows with its backend pool up to 150 and its Tomcat threads up to 100, and which
+    breaks its memory past a 192 MiB heap (at a higher capacity than any that fits: the trap a search must avoid)."""
+    pool, threads, heap = point["backend_pool"], point["tomcat_threads"], point["jvm_heap_mib"]
+    capacity = 300 + 6 * min(pool, 150) + 2 * min(threads, 100) + heap
+    if heap > 192:
+        over = heap - 192
+        return Outcome(capacity + 500, {"memory_over": f"the memory peak was {over} MiB past 90% of the model"},
+                       {"memory_over": float(over)}, {"peak_mib": 360 + over})
+    return Outcome(float(capacity), figures={"peak_mib": 300})
+
+
+def _space():
+    return knob_space.load().chosen(("backend_client", "tomcat", "jvm"))
+
+
+def test_the_study_finds_the_optimum_region_and_records_each_broken_configuration_with_its_reason():
+    study = Study(None, _space(), seed=7)       # in memory: the search, not SQLite (the resume test keeps it there)
+    for _ in range(40):
+        number, point = study.ask()
+        study.tell(number, _synthetic(point))
+    records = study.records()
+    assert len(records) == 40 and all(r.state == "COMPLETE" for r in records)
+    broken = [r for r in records if not r.feasible]
+    assert broken, "the sampler never tried a heap past 192 MiB: the constraint was not exercised"
+    for record in broken:
+        assert record.point["jvm_heap_mib"] > 192
+        assert record.broken == {"memory_over": f"the memory peak was {record.point['jvm_heap_mib'] - 192} MiB "
+                                                "past 90% of the model"}
+        assert record.capacity_rps is not None and record.figures["peak_mib"] > 360
+    best = study.best()
+    assert best is not None and best.feasible and best.point["jvm_heap_mib"] <= 192
+    # higher capacities were measured, but only on broken configurations
+    assert max(r.capacity_rps or 0 for r in broken) > (best.capacity_rps or 0)
+    # the optimum: pool >= 150, threads >= 100, heap 192 gives 300 + 900 + 200 + 192 = 1592
+    assert best.capacity_rps is not None and best.capacity_rps >= 0.9 * 1592
+    assert best.point["backend_pool"] >= 100
+    importance = study.importance()
+    assert importance is not None and set(importance) <= set(_space().dimensions)
+    assert max(importance, key=lambda name: importance[name]) in {"backend_pool", "jvm_heap_mib"}
+
+
+def test_a_configuration_set_aside_unmeasured_is_recorded_as_such_and_not_the_best(tmp_path):
+    study = Study(tmp_path, _space(), seed=1)
+    number, point = study.ask()
+    study.tell(number, Outcome(None, {"memory_over": "its memory budget is 122 MiB over the model"},
+                               {"memory_over": 122.0}, measured=False))
+    (record,) = study.records()
+    assert not record.feasible and not record.measured and record.capacity_rps is None
+    assert record.broken == {"memory_over": "its memory budget is 122 MiB over the model"}
+    assert study.best() is None and study.importance() is None
+    assert CONSTRAINTS[1] == "memory_over"
+
+
+def test_an_interrupted_configuration_is_measured_again_first_when_the_study_resumes(tmp_path):
+    first = Study(tmp_path, _space(), seed=3)
+    earlier = []
+    for _ in range(2):
+        number, point = first.ask()
+        earlier.append(point)
+        first.tell(number, _synthetic(point))
+    cut, cut_point = first.ask()            # a Ctrl-C while it was measured: never told
+    del first
+    again = Study(tmp_path, _space(), seed=3)
+    assert again.requeue_interrupted() == [cut]
+    number, point = again.ask()
+    assert number == cut + 1 and point == cut_point
+    again.tell(number, _synthetic(point))
+    states = {r.number: r.state for r in again.records()}
+    assert states == {0: "COMPLETE", 1: "COMPLETE", cut: "FAIL", number: "COMPLETE"}
+    assert again.requeue_interrupted() == []
+    # then new ones: a resumed sampler seeded as the first would propose the first configurations again
+    _, following = again.ask()
+    assert following not in [*earlier, cut_point]
+
+
+def _summarised(tmp_path: Path, tuned: dict) -> RunFolder:
+    folder = RunFolder(tmp_path / "configs" / "0")
+    folder.root.mkdir(parents=True)
+    RunFolder.write_json(folder.summary_json, {"machines": {"tuned": tuned}})
+    return folder
+
+
+def test_a_configurations_outcome_is_read_from_its_summary_with_each_constraint_and_why(tmp_path):
+    folder = _summarised(tmp_path, {
+        "load": {"all": {"samples": 9000}},
+        "capacity": {"found": True, "capacity_rps": 850, "generator_bound_rps": None},
+        "events": {"oom_kills": 2, "process_exits": []},
+        "memory": {"budget": {"held_peak_mib": 380.0}, "peak_bytes": 300 * 2**20, "major_faults_per_s": 75.0}})
+    outcome = outcome_of(folder, 397.0, 190.0)
+    assert outcome.capacity_rps == 850 and not outcome.feasible
+    assert outcome.broken == {
+        "process_died": "2 OOM kills",
+        "memory_over": "its processes held 380 MiB at their peak (PSS and swap), 96% of the 397 MiB model (at most 90%)",
+        "page_ins_over": "75 page-ins a second over the load (at most 50)"}
+    assert outcome.amounts == {"process_died": 2.0, "memory_over": pytest.approx(380 / 397 - 0.9, abs=1e-4),
+                               "page_ins_over": 25.0}
+    assert outcome.figures["held_peak_mib"] == 380.0 and outcome.figures["seconds"] == 190.0
+    # within every constraint: each amount at or below 0 (Optuna's feasible), the PSS peak read where no swap is known
+    fits = outcome_of(_summarised(tmp_path / "b", {
+        "load": {"all": {"samples": 9000}}, "capacity": {"found": True, "capacity_rps": 700},
+        "events": {"oom_kills": 0, "process_exits": []},
+        "memory": {"peak_bytes": 300 * 2**20, "major_faults_per_s": 0.2}}), 397.0, 100.0)
+    assert fits.feasible and fits.broken == {} and all(amount <= 0 for amount in fits.amounts.values())
+
+
+def test_a_capacity_past_the_generator_or_the_last_step_is_a_lower_bound_and_no_steps_no_figure(tmp_path):
+    bound = outcome_of(_summarised(tmp_path, {
+        "load": {"all": {"samples": 9000}},
+        "capacity": {"found": False, "capacity_rps": 2200, "generator_bound_rps": 2350}}), 397.0, 100.0)
+    assert bound.capacity_rps == 2200 and bound.feasible
+    assert "the load generator fell behind at 2350 req/s" in bound.figures["lower_bound"]
+    nothing = outcome_of(_summarised(tmp_path / "b", {"load": {"all": {"samples": 0}}}), 397.0, 100.0)
+    assert nothing.capacity_rps is None and not nothing.feasible
+    assert nothing.broken == {"no_figure": "the tuned machine was sent no request"}
