@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from lab import experiment, lifecycle, limits, load, options, profiles, runfolder, scenario, status
+from lab import experiment, given_knobs, lifecycle, limits, load, options, profiles, runfolder, scenario, status
 from lab.ablation import command as ablation_command
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
@@ -50,6 +50,9 @@ def _machine_options(defaults: bool) -> argparse.ArgumentParser:
                          help="a machine profile: variables both machines get alike, on top of their knobs (shipped: "
                               f"{', '.join(profiles.shipped())}: ansible/profiles/NAME.yml); kept until --profile none "
                               "or down. Bare ./start.sh --profile NAME also runs the shipped scenario NAME, if any")
+    machine.add_argument("--knobs", default=unset, metavar="FILE|none",
+                         help="a vars file of role variables the tuned machine (the --only machine) gets over its "
+                              "host_vars, such as a tune's best.yml; kept until --knobs none or down")
     machine.add_argument("--memory", choices=sorted(MODELS), default=unset,
                          help="local backend: the memory each machine's processes get: vm, what a 512 MB VM leaves "
                               f"them ({MODELS['vm']} MiB, measured), or whole, all 512 MiB (default: as they are, "
@@ -115,11 +118,15 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
     host = host or HostLab()
     try:
         # A bad option fails here, before anything starts.
-        early = [option for option, name in (("--profile", "profile"), ("--memory", "memory"), ("--swap", "swap_mib"))
+        early = [option for option, name in (("--profile", "profile"), ("--memory", "memory"), ("--swap", "swap_mib"),
+                                             ("--knobs", "knobs"))
                  if getattr(args, name, None) is not None]
         if early and args.command not in (None, "up"):
             raise StepFailed(f"{early[0]} sets what `up` gives the machines: ./start.sh up {early[0]} ... "
                              f"(then ./start.sh {args.command})")
+        if getattr(args, "knobs", None) not in (None, given_knobs.NONE):
+            given_knobs.check(args.knobs)
+        early = [option for option in early if option != "--knobs"]     # one machine's: --only names which
         if early and getattr(args, "only", None):
             raise StepFailed(f"{early[0]} with --only {args.only}: both machines get it alike, so up gives it to both "
                              f"(./start.sh up {early[0]} ...)")
@@ -229,7 +236,10 @@ def run_compare(typed_a: str, typed_b: str) -> int:
 
 
 def show_status(backend: Backend, as_json: bool) -> int:
+    given = given_knobs.given()
     report = {"backend": backend.name, "note": backend.emulation_note,
-              "machines": {name: status.observe(backend, name) for name in MACHINES}}
+              "machines": {name: {**status.observe(backend, name),
+                                  "given_knobs": given[name].as_json() if name in given else None}
+                           for name in MACHINES}}
     print(json.dumps(report, indent=2) if as_json else status.describe(report))
     return 0

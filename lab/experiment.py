@@ -14,13 +14,14 @@ from lab import limits as lab_limits
 from lab.analysis import thresholds
 from lab.analysis.headline import headline
 from lab.errors import LabError, StepFailed
+from lab.given_knobs import in_effect, knobs_files
 from lab.hostlab import HostLab
 from lab.load.abort import ThresholdWatch
 from lab.load.engines import Engines
 from lab.load.network import ClientNetwork
 from lab.machines import MACHINES, manifest
 from lab.machines.protocol import Backend
-from lab.paths import ANSIBLE_DIR, REPO
+from lab.paths import ANSIBLE_DIR
 from lab.progress import info, step
 from lab.runfolder import RunFolder
 
@@ -30,12 +31,10 @@ def _knobs(backend: Backend, mode: dict) -> dict:
     machine with the extra vars it was given); none if they cannot be read (the run goes on: the report says
     knobs.json has none)."""
     try:
-        # An A/A run's or an ablation's tuned machine: with the extra vars it was given
+        # each machine with the knobs file it was given: an A/A run's, an ablation's, up --knobs'
         profile = profiles.active()
-        files = mode.get("knobs_files") or ({"tuned": mode["tuned_knobs"]} if mode.get("tuned_knobs") else {})
         return knobs.rendered(backend.inventory, ANSIBLE_DIR, MACHINES, knobs.KNOB_PREFIXES,
-                              extra_vars={machine: REPO / path for machine, path in files.items() if path} or None,
-                              profile=profile.file if profile else None)
+                              extra_vars=knobs_files(mode) or None, profile=profile.file if profile else None)
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)
         info(f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}")
         return {}
@@ -144,6 +143,7 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
             folder = RunFolder.create()
         folder.root.mkdir(parents=True, exist_ok=True)
         info(f"run folder: {os.path.relpath(folder.root)}")
+        mode = {**mode, "given_knobs": in_effect(mode)}
         setup = _Setup(backend, profile, schedule, wiring, observed, placed, mode, _knobs(backend, mode))
         if repeat == 1 and not chosen.extra:
             return folder, _trial(setup, folder, chosen.machines)

@@ -39,7 +39,7 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
     against, into folder's jmeter/generator/. Where it cannot be measured the run goes on without it, saying why in
     problems. measured_in: a run of the same series (a tune's first configuration) that measured it already on this
     host: its measurement is copied in (raw results included) rather than taken again."""
-    if measured_in is not None and capacity.generator_ceiling(measured_in.jmeter.generator) is not None:
+    if measured_in is not None and capacity.ceiling_measured(measured_in.jmeter.generator):
         shutil.copytree(measured_in.jmeter.generator.root, folder.jmeter.generator.root, dirs_exist_ok=True)
         found = capacity.generator_ceiling(folder.jmeter.generator)
         info(f"the load generator's ceiling: {found['text'] if found else '?'} (measured in {measured_in.root.name}, "

@@ -17,10 +17,15 @@ from pathlib import Path
 
 import yaml
 
+from lab.errors import StepFailed
+from lab.paths import ANSIBLE_DIR, REPO
+
 VARS_FOLDERS = ("host_vars", "group_vars")
 # The roles' variables a machine's knobs are (knobs.json, the memory budget): the rest are the lab's own.
 KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp_")
 VARS_SUFFIXES = {".yml", ".yaml", ".json", ""}
+RESERVED = ("lab_",)                    # the lab role's account, home and secrets (ansible_* are unknown to roles)
+TEMPLATE_MARKS = ("{{", "{%", "{#")
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,45 @@ def unknown_in(path: Path, declared: set[str], base: Path, connection_vars: bool
         close = difflib.get_close_matches(key, choices, n=1)
         unknown.append(UnknownKnob(shown, key, close[0] if close else None))
     return unknown
+
+
+def checked_vars(path: Path, label: str, what: str, templates: bool, ansible_dir: Path | None = None) -> dict:
+    """A vars file the user gives machines on top of their host_vars (a machine profile, a knobs file): a mapping
+    whose every key some role declares (a misspelled one would be ignored), none of the lab's own (RESERVED) nor
+    Ansible's connection variables; templates: whether values may hold template syntax (a profile may not: Ansible
+    would run it as root on this host; a knobs file is a host_vars file and may, as the roles' own do). label names
+    what the user typed in every error, what the kind of file."""
+    ansible_dir = ansible_dir or ANSIBLE_DIR
+    try:
+        data = load_vars(path)
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise StepFailed(f"{label}: cannot read {path} ({error})") from error
+    if not isinstance(data, dict) or not data:
+        raise StepFailed(f"{label}: {path} must be a mapping of role variables (httpd_tls_enabled: true, ...)")
+    unknown = unknown_in(path, declared_variables(ansible_dir), REPO, connection_vars=False)
+    if unknown:
+        hints = "".join(f"; did you mean {knob.suggestion} for {knob.key}?" for knob in unknown if knob.suggestion)
+        raise StepFailed(f"{label}: {path}: no role declares {', '.join(knob.key for knob in unknown)} "
+                         f"(roles/*/meta/argument_specs.yml{hints})")
+    reserved = sorted(str(key) for key in data if str(key).startswith(RESERVED))
+    if reserved:
+        raise StepFailed(f"{label}: {path}: {', '.join(reserved)}: the lab's own account, folders and "
+                         f"secrets are not {what}'s to change")
+    templated = [] if templates else sorted(str(key) for key, value in data.items() if _templated(value))
+    if templated:
+        raise StepFailed(f"{label}: {path}: {', '.join(templated)}: {what} gives plain values; Ansible "
+                         "would run template syntax ({{ }}, {% %}) as root on this host")
+    return data
+
+
+def _templated(value: object) -> bool:
+    if isinstance(value, str):
+        return any(mark in value for mark in TEMPLATE_MARKS)
+    if isinstance(value, dict):
+        return any(_templated(key) or _templated(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_templated(item) for item in value)
+    return False
 
 
 def describe(unknown: list[UnknownKnob]) -> str:

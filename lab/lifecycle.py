@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import budget, knobs, profiles, provision, status
+from lab import budget, given_knobs, knobs, profiles, provision, status
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.load import engines, jmeter
@@ -80,7 +80,8 @@ def check_budgets(backend: Backend, setup: MachineSetup, machines: list[str], st
     model = setup.model(backend).as_json() if hasattr(backend, "use_memory") else None
     limit, swap, sees = budget.machine_memory(backend.name, model, getattr(backend, "memory_mb", VM_RAM_MIB))
     try:
-        rendered = knobs.rendered(backend.inventory, ANSIBLE_DIR, machines, knobs.KNOB_PREFIXES, profile=profile)
+        rendered = knobs.rendered(backend.inventory, ANSIBLE_DIR, machines, knobs.KNOB_PREFIXES,
+                                  extra_vars=setup.knobs_files() or None, profile=profile)
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the playbook will say them again)
         why = f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}"
         if strict:
@@ -107,16 +108,20 @@ def down(backend: Backend, host: HostLab) -> None:
         backend.down()
     host.aa_end()
     profiles.forget()
+    given_knobs.forget()
     host.release(backend.name)          # the lab that was up is gone
 
 
 @dataclass(frozen=True)
 class MachineSetup:
-    """What up gives the machines beyond their knobs: a machine profile (lab/profiles.py) and, on the local
-    backend, a memory model (lab/machines/local/memory.py). None: as they are now."""
+    """What up gives the machines beyond their host_vars: a machine profile (lab/profiles.py), a knobs file for one
+    machine (lab/given_knobs.py) and, on the local backend, a memory model (lab/machines/local/memory.py). None: as
+    they are now."""
     profile: str | None = None
     memory: str | None = None
     swap_mib: int | None = None
+    knobs: str | None = None                    # --knobs FILE|none, as typed ...
+    knobs_machine: str = given_knobs.DEFAULT_MACHINE    # ... for this machine (up --only names another)
 
     @classmethod
     def of(cls, args: argparse.Namespace, wanted: dict | None, backend: Backend) -> MachineSetup:
@@ -125,7 +130,9 @@ class MachineSetup:
         wanted = {name: value for name, value in (wanted or {}).items()
                   if name == "profile" or hasattr(backend, "use_memory")}
         given = {name: getattr(args, name, None) for name in ("profile", "memory", "swap_mib")}
-        return cls(**{name: value if value is not None else wanted.get(name) for name, value in given.items()})
+        return cls(**{name: value if value is not None else wanted.get(name) for name, value in given.items()},
+                   knobs=getattr(args, "knobs", None),
+                   knobs_machine=getattr(args, "only", None) or given_knobs.DEFAULT_MACHINE)
 
     def check(self, backend: Backend) -> None:
         """Refuses what this backend cannot give, before anything starts."""
@@ -150,13 +157,28 @@ class MachineSetup:
         chosen = profiles.find(self.profile) if self.profile is not None else profiles.active()
         return chosen.file if chosen else None
 
+    def knobs_files(self) -> dict[str, Path]:
+        """The knobs file each machine is about to be given over its host_vars: the one --knobs names, else the
+        ones up --knobs gave before."""
+        if self.knobs is None:
+            return given_knobs.files()
+        files = given_knobs.files(besides=self.knobs_machine)
+        if self.knobs != given_knobs.NONE:
+            files[self.knobs_machine] = given_knobs.check(self.knobs)
+        return files
+
     def apply(self, backend: Backend) -> None:
         if self.profile is not None:
             profiles.choose(self.profile)
+        if self.knobs is not None:
+            given_knobs.give(self.knobs_machine, self.knobs)
         if hasattr(backend, "use_memory"):
             backend.use_memory(self.model(backend))
         profile = profiles.active()
-        info(f"machine profile: {profile.describe() if profile else 'none (the knobs of host_vars only)'}")
+        info(f"machine profile: {profile.describe() if profile else 'none'}")
+        for machine, item in given_knobs.given().items():
+            info(f"the {machine} machine's knobs: its host_vars, then {item.describe()}; up --only {machine} "
+                 f"--knobs {given_knobs.NONE} returns it to its host_vars alone")
 
 
 def check_machines(backend: Backend, wanted: dict, source: str) -> None:

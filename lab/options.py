@@ -155,13 +155,28 @@ def tune(args: argparse.Namespace) -> Tune:
     if trials is not None and int(trials) < 1:
         raise StepFailed(f"--trials {trials}: must be 1 or more")
     quick = bool(_given(args, "--quick"))
-    steps = _steps(args, load.QUICK_STEPS if quick else load.TUNE_STEPS)
+    tune_steps = load.TUNE_STEPS            # --quick: the quick steps, with the tune's climbing warm-up
+    steps = _steps(args, replace(load.QUICK_STEPS, warmup_rps=tune_steps.warmup_rps,
+                                 warmup_steps=tune_steps.warmup_steps) if quick else tune_steps)
     if trials is None and budget is None and quick:
         trials = TUNE_QUICK_TRIALS
     seed = _given(args, "--seed")
     return Tune(steps, int(trials) if trials is not None else None,
                 None if trials is not None else duration_s(str(budget or TUNE_BUDGET), "--budget"),
                 int(seed) if seed is not None else TUNE_SEED)
+
+
+def named_groups(typed: str | None, known: list[str], source: str) -> tuple[str, ...]:
+    """--groups as typed (comma separated), checked against the groups source declares, in source's order;
+    every group when not typed."""
+    if typed is None:
+        return tuple(known)
+    names = [name.strip() for name in typed.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise StepFailed(f"--groups {typed}: {', '.join(unknown) or 'no group named'}: the groups are "
+                         f"{', '.join(known)} ({source})")
+    return tuple(name for name in known if name in names)
 
 
 def ablate_options() -> argparse.ArgumentParser:
@@ -358,4 +373,6 @@ def _steps(args: argparse.Namespace, base: load.StepLoad | None) -> load.StepLoa
         raise StepFailed(f"--max-rate {most} is below --start-rate {start}")
     slo = load.Slo(p99_ms=p99 if p99 is not None else steps.slo.p99_ms,
                    error_pct=errors if errors is not None else steps.slo.error_pct)
+    if "warmup_s" in overrides:         # a climbing warm-up keeps as many of its segments as the length divides into
+        overrides["warmup_steps"] = max(n for n in range(1, steps.warmup_steps + 1) if overrides["warmup_s"] % n == 0)
     return replace(steps, **overrides, slo=slo)

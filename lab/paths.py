@@ -16,6 +16,11 @@ LOGS = REPO / ".cache" / "logs"             # the builds', playbooks' and Vagran
 LOCAL_ROOT = Path("/var/lib/camel-tuning-lab")
 
 
+def shown(path: Path) -> str:
+    """A path as ./start.sh's own messages give it: from the repository where it lies there, else whole."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def callers(typed: str) -> Path:
     """A path as the user typed it, from the folder they ran ./start.sh in (start.sh moves into the
     repository and says where it came from in LAB_CALLER_DIR)."""

@@ -19,8 +19,6 @@ from lab.paths import ANSIBLE_DIR, REPO, callers
 PROFILES = ANSIBLE_DIR / "profiles"
 ACTIVE = REPO / ".cache" / "machine-profile.json"
 NONE = "none"
-RESERVED = ("lab_",)                    # the lab role's account, home and secrets (ansible_* are unknown to roles)
-TEMPLATE_MARKS = ("{{", "{%", "{#")
 
 
 @dataclass(frozen=True)
@@ -60,37 +58,9 @@ def find(typed: str) -> Profile:
 
 
 def load(path: Path, typed: str) -> dict:
-    """The profile's variables, every one of them a knob some role declares (a misspelled one would be ignored)."""
-    try:
-        data = knobs.load_vars(path)
-    except (OSError, ValueError) as error:
-        raise StepFailed(f"--profile {typed}: cannot read {path} ({error})") from error
-    if not isinstance(data, dict) or not data:
-        raise StepFailed(f"--profile {typed}: {path} must be a mapping of role variables (httpd_tls_enabled: true, ...)")
-    unknown = knobs.unknown_in(path, knobs.declared_variables(ANSIBLE_DIR), REPO, connection_vars=False)
-    if unknown:
-        hints = "".join(f"; did you mean {knob.suggestion} for {knob.key}?" for knob in unknown if knob.suggestion)
-        raise StepFailed(f"--profile {typed}: {path}: no role declares {', '.join(knob.key for knob in unknown)} "
-                         f"(roles/*/meta/argument_specs.yml{hints})")
-    reserved = sorted(str(key) for key in data if str(key).startswith(RESERVED))
-    if reserved:
-        raise StepFailed(f"--profile {typed}: {path}: {', '.join(reserved)}: the lab's own account, folders and "
-                         "secrets are not a profile's to change")
-    templated = sorted(str(key) for key, value in data.items() if _templated(value))
-    if templated:
-        raise StepFailed(f"--profile {typed}: {path}: {', '.join(templated)}: a profile gives plain values; Ansible "
-                         "would run template syntax ({{ }}, {% %}) as root on this host")
-    return data
-
-
-def _templated(value: object) -> bool:
-    if isinstance(value, str):
-        return any(mark in value for mark in TEMPLATE_MARKS)
-    if isinstance(value, dict):
-        return any(_templated(key) or _templated(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_templated(item) for item in value)
-    return False
+    """The profile's variables, every one of them a knob some role declares (a misspelled one would be ignored),
+    plain values only: Ansible would run template syntax as root on this host."""
+    return knobs.checked_vars(path, f"--profile {typed}", "a profile", templates=False)
 
 
 def active(record: Path | None = None) -> Profile | None:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import profiles
+from lab import given_knobs, profiles
 from lab.errors import StepFailed
 from lab.paths import ANSIBLE_DIR, JAR, LOGS, PLAYBOOK, REPO, VENV
 from lab.progress import info, run_logged
@@ -50,7 +50,7 @@ def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
     """Runs site.yml (or another playbook of ansible/); prints each task as it starts, keeps the full output in
     a log file. limit: the hosts (comma separated); given: a knobs file per machine, which wins over the machine's
     own knobs (an A/A run gives the tuned machine the default one's, an ablation a configuration to each machine of
-    a pair, in one run); variables: extra vars, which win over every other; knobs_only: skips the tasks tagged base
+    a pair, in one run), else what up --knobs gave it (lab/given_knobs.py); variables: extra vars, which win over every other; knobs_only: skips the tasks tagged base
     (packages, accounts, folders, the build's files, PCP, the mock backend: what no tuning knob changes), for
     machines `up` provisioned (an A/A run, an ablation; tests/test_ansible.py checks no knob reaches those tasks)."""
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -58,6 +58,8 @@ def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
     command = [str(VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
     if limit:
         command += ["--limit", limit]
+    if playbook == PLAYBOOK:            # what up --knobs gave a machine, unless this run gives it something else
+        given = {**given_knobs.files(), **(given or {})}
     if given:
         command += ["--extra-vars", json.dumps({"lab_given_knobs": {m: str(path) for m, path in given.items()}})]
     if variables:

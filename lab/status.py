@@ -99,6 +99,8 @@ def describe(report: dict) -> str:
     lines = [f"backend: {report['backend']}  ({report['note']})"]
     for name, machine in report["machines"].items():
         lines.append(f"\n{name}: {machine['state']}  {machine['url']}  (HTTP {machine.get('http_status')})")
+        if machine.get("given_knobs"):
+            lines.append(f"  knobs: its host_vars, then {machine['given_knobs']['source']} (up --knobs)")
         for process, state in machine["processes"].items():
             lines.append(f"  {process:<14} {state}")
         for key, value in machine["observed"].items():

@@ -5,6 +5,7 @@ whatever the test did.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -58,6 +59,10 @@ def _fast_tests_see_only_what_make_check_installs(request: pytest.FixtureRequest
     # A fast test that needs a program `make check` does not install fails here as it would on a fresh machine.
     if request.node.get_closest_marker("fast"):
         monkeypatch.setenv("PATH", request.getfixturevalue("fast_path"))
+        # nor what `up --knobs` gave this host's machines (a pytester probe's folder has no lab to import)
+        if importlib.util.find_spec("lab") is not None:
+            from lab import given_knobs
+            monkeypatch.setattr(given_knobs, "FOLDER", request.getfixturevalue("tmp_path") / "given-knobs")
 
 
 def free_port() -> int:

@@ -103,6 +103,28 @@ class LocalLike:
         raise AssertionError("check_budgets must change nothing")
 
 
+def test_up_budgets_the_knobs_file_it_is_about_to_give_one_machine(tmp_path, capsys, monkeypatch):
+    from lab import given_knobs
+    big = tmp_path / "big-heap.yml"         # the 2018 write-up's JVM, given to the tuned machine by up --knobs
+    big.write_text("camel_app_java_options: [" + ", ".join(THE_2018_JVM) + "]\n")
+    setup = lifecycle.MachineSetup(knobs=str(big), memory="vm", swap_mib=1024)
+    budgets = lifecycle.check_budgets(LocalLike(), setup, ["default", "tuned"], strict=False)
+    assert [b.machine for b in budgets if b.over_mib] == ["tuned"]
+    err = capsys.readouterr().err
+    assert "Warning: tuned: its processes would hold about" in err and "-Xmx384m" in err
+    assert "Warning: default" not in err
+    with pytest.raises(StepFailed, match=r"--strict: nothing was changed:\n    tuned: .*-Xmx384m"):
+        lifecycle.check_budgets(LocalLike(), setup, ["tuned"], strict=True)
+    # given before, by an earlier up: its next up --only tuned budgets it again; --knobs none does not
+    given_knobs.give("tuned", str(big))
+    again = lifecycle.check_budgets(LocalLike(), lifecycle.MachineSetup(memory="vm", swap_mib=1024), ["tuned"], False)
+    assert again[0].over_mib
+    back = lifecycle.check_budgets(LocalLike(), lifecycle.MachineSetup(knobs="none", memory="vm", swap_mib=1024),
+                                   ["tuned"], strict=False)
+    heap = [next(p.mib for p in b.parts if p.what == "the JVM's heap") for b in (again[0], back[0])]
+    assert heap == [384, 192]                           # its host_vars' own -Xmx192m
+
+
 def test_up_warns_of_a_machine_that_cannot_fit_and_strict_refuses_it_before_anything_changes(tmp_path, capsys):
     profile = tmp_path / "big-heap.yml"
     profile.write_text("camel_app_java_options: [" + ", ".join(THE_2018_JVM) + "]\n")

@@ -278,6 +278,26 @@ def test_the_load_generators_ceiling_is_the_last_step_it_delivered_within_the_sl
     assert found["ceiling_rps"] == 200 and found["steps"][0]["warmup"]
 
 
+def test_a_tune_reuses_the_first_ceiling_that_was_measured_not_the_first_that_was_tried(tmp_path):
+    from lab.tune.folder import Tuning
+    load = StepLoad(start_rps=100, step_rps=100, step_s=10, max_rps=400, slo=Slo(p99_ms=1000, error_pct=0.1),
+                    response_timeout_ms=1000, stop_after_misses=1, warmup_s=0)
+    tuning = Tuning(tmp_path)
+    assert tuning.ceiling_measured_in() is None                                     # no configuration yet
+    # configuration 1 tried: its load gave no results (the record is there, the CSV is not)
+    tried = JMeterFolder(tuning.config_folder(1).root / "jmeter" / "generator")
+    tried.root.mkdir(parents=True)
+    (tried.root / "target.json").write_text(json.dumps({"group": "default", "profile": {"model": "open",
+                                                                                           **asdict(load)}}))
+    assert capacity.generator_ceiling(tried) is not None and not capacity.ceiling_measured(tried)
+    assert tuning.ceiling_measured_in() is None
+    # configuration 2 measured it, under its first step too: that is a measurement, and the one reused
+    _ceiling_folder(tuning.config_folder(2).root, [(1000, 1500, 0, 3000)], load)
+    _ceiling_folder(tuning.config_folder(3).root, [(1000, 2, 0, 5), (2000, 2, 0, 5)], load)
+    assert capacity.generator_ceiling(tuning.config_folder(2).jmeter.generator)["ceiling_rps"] is None
+    assert tuning.ceiling_measured_in() == str(tuning.config_folder(2).root)
+
+
 def test_a_capacity_report_shows_the_load_generators_ceiling(tmp_path):
     test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_capacity(tmp_path)
     _ceiling_folder(tmp_path, [(1000, 2, 0, 5), (2000, 2, 0, 5), (3000, 2, 0, 5)],
@@ -340,6 +360,19 @@ def test_capacity_options_reach_the_steps():
     steps = options.experiment(args).profile
     assert steps.step_s == 5 and steps.slo.p99_ms == 250 and steps.start_rps == cli.load.QUICK_STEPS.start_rps
     assert steps.stop_after_misses == 3 and "until 3 steps miss" in steps.describe()
+
+
+def test_a_tunes_steps_warm_a_restarted_jvm_up_climbing_whatever_warm_up_is_asked():
+    def steps(*argv: str):
+        return options.tune(cli._parser().parse_args(["tune", *argv])).steps
+    assert steps().segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 10, False)]
+    assert steps("--quick").segments()[:3] == [(25, 10, True), (50, 10, True), (75, 10, True)]
+    assert steps("--quick").max_rps == cli.load.QUICK_STEPS.max_rps
+    # as many climbing segments as the typed length divides into; none at all for 0
+    assert steps("--warmup", "10").segments()[:3] == [(25, 5, True), (62, 5, True), (100, 10, False)]
+    assert steps("--warmup", "7").segments()[:2] == [(25, 7, True), (100, 10, False)]
+    assert not any(warm for _, _, warm in steps("--warmup", "0").segments())
+    assert "after a 30 s warm-up climbing from 25 to 75 req/s (not judged)" in steps().describe()
 
 
 def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_path):

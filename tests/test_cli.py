@@ -30,7 +30,7 @@ def _host(tmp_path: Path) -> HostLab:
     (["tune", "--budget", "2 fortnights"], "--budget 2 fortnights: a duration such as 90m, 2h or 5400s"),
     (["tune", "--trials", "3", "--budget", "1h"], "--trials 3 and --budget 1h: one or the other"),
     (["tune", "--trials", "0"], "--trials 0: must be 1 or more"),
-    (["tune", "--groups", "jvm,gc"], "--groups jvm,gc: gc: the knob space's groups are backend_client, tomcat, httpd, "
+    (["tune", "--groups", "jvm,gc"], "--groups jvm,gc: gc: the groups are backend_client, tomcat, httpd, "
                                      "proxy, jvm, logging (knob-space.yml)"),
     (["tune", "--resume", "nosuch", "--trials", "2"], "--resume continues a tune as it was planned: --trials cannot "
                                                       "change it"),

@@ -531,6 +531,20 @@ def test_one_machine_missing_and_interrupted(real_run: Path, real_summary: dict,
     assert external_references(html) == []
 
 
+def test_knobs_given_by_up_are_said_with_the_knobs_that_differ(real_run: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "given"
+    shutil.copytree(real_run, run_dir, ignore=shutil.ignore_patterns("report", "summary.json", "series.json"))
+    run = json.loads((run_dir / "run.json").read_text())
+    run["given_knobs"] = {"tuned": {"machine": "tuned", "source": "/lab/runs/20261128-161952/best.yml",
+                                    "sha256": "0123456789abcdef" * 4}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    html = report.render(run_dir).read_text()          # summary.json made on the way
+    assert json.loads((run_dir / "summary.json").read_text())["run"]["given_knobs"] == run["given_knobs"]
+    section = html[html.index('<section id="knobs">'):html.index('<section id="observed">')]
+    assert re.search(r"The .*tuned.* machine's knobs: its host_vars, then <code>/lab/runs/20261128-161952/best.yml"
+                     r"</code> \(sha256 0123456789ab\), given by <code>./start.sh up --knobs</code>", section), section
+
+
 def test_empty_run_folder_still_renders(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "nothing"
     run_dir.mkdir(parents=True)

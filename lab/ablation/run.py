@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from lab import aa, experiment, interrupts, load, runfolder
+from lab import aa, experiment, interrupts, load, options, runfolder
 from lab.ablation import groups as knob_groups
 from lab.ablation.folder import CAPACITY, THROUGHPUT, TUNED, UNIT, Ablation, Measure, costs, key, unusable
 from lab.ablation.groups import Group, valid
@@ -68,18 +68,12 @@ class Plan:
 
 def chosen_groups(every: dict[str, Group], typed: str | None) -> tuple[str, ...]:
     """--groups as typed (comma separated), checked: known names, their needs among them."""
-    if typed is None:
-        return tuple(every)
-    names = [name.strip() for name in typed.split(",") if name.strip()]
-    unknown = [name for name in names if name not in every]
-    if unknown or not names:
-        raise StepFailed(f"--groups {typed}: {', '.join(unknown) or 'no group named'}: the groups are "
-                         f"{', '.join(every)} ({knob_groups.GROUPS_FILE.name})")
+    names = options.named_groups(typed, list(every), knob_groups.GROUPS_FILE.name)
     for name in names:
         missing = [need for need in every[name].needs if need not in names]
         if missing:
             raise StepFailed(f"--groups {typed}: {name} needs {', '.join(missing)}: add it")
-    return tuple(name for name in every if name in names)
+    return names
 
 
 def configurations_at_most(groups: dict[str, Group]) -> int:

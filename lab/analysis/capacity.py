@@ -272,6 +272,13 @@ def generator_ceiling(folder: JMeterFolder) -> dict | None:
             "target": target.get("url"), "text": text, "basis": CEILING_BASIS}
 
 
+def ceiling_measured(folder: JMeterFolder) -> bool:
+    """Whether folder holds a measurement of the generator's ceiling that another run of the same series may reuse: its
+    load ran and gave results (a ceiling under the first step is a measurement too)."""
+    found = generator_ceiling(folder)
+    return found is not None and bool(found["steps"])
+
+
 def compare(machines: dict[str, dict]) -> dict:
     """Both machines' capacities and the tuned/default ratio, when both were measured."""
     default, tuned = machines.get("default") or {}, machines.get("tuned") or {}

@@ -42,7 +42,7 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
         "schema": single.SCHEMA, "kind": KIND, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
         "run": {key: run.get(key) for key in ("run_id", "backend", "backend_note", "schedule", "profile", "placement",
                                               "started_at", "ended_at", "interrupted", "ended", "host", "versions",
-                                              "repeat", "mode", "tuned_knobs", "configuration", "configurations",
+                                              "repeat", "mode", "tuned_knobs", "given_knobs", "configuration", "configurations",
                                               "thresholds")},
         "trials": [_trial_row(trial, figures, folder) for trial, figures in trials],
         "comparison": _comparison([figures for _, figures in trials]),

@@ -118,7 +118,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
                 "ended": run.get("ended") if isinstance(run.get("ended"), dict) else None,
                 "host": run.get("host"), "versions": run.get("versions"),
                 "placement": run.get("placement") if isinstance(run.get("placement"), dict) else None,
-                "mode": run.get("mode"), "tuned_knobs": run.get("tuned_knobs"),
+                "mode": run.get("mode"), "tuned_knobs": run.get("tuned_knobs"), "given_knobs": run.get("given_knobs"),
                 "configuration": run.get("configuration"), "configurations": run.get("configurations"),
                 "load_from": run.get("load_from"), "load_generator": run.get("load_generator"),
                 "t0": t0, "t0_basis": "run.json started_at" if started is not None else "first sample"},

@@ -6,11 +6,13 @@ import argparse
 import hashlib
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from lab import experiment, load, options, runfolder
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
+from lab.paths import shown
 from lab.progress import info
 from lab.tune import space as knob_space
 from lab.tune.folder import Plan, Tuning
@@ -28,14 +30,7 @@ class Prepared:
 
 
 def chosen_groups(space: Space, typed: str | None) -> tuple[str, ...]:
-    if typed is None:
-        return tuple(space.groups)
-    names = [name.strip() for name in typed.split(",") if name.strip()]
-    unknown = [name for name in names if name not in space.groups]
-    if unknown or not names:
-        raise StepFailed(f"--groups {typed}: {', '.join(unknown) or 'no group named'}: the knob space's groups are "
-                         f"{', '.join(space.groups)} ({knob_space.SPACE_FILE.name})")
-    return tuple(name for name in space.groups if name in names)
+    return options.named_groups(typed, list(space.groups), knob_space.SPACE_FILE.name)
 
 
 def inputs_sha256() -> str:
@@ -100,8 +95,8 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
     page = tune_page.render(tuning)
     print(f"\n{found['sentence']}", file=sys.stderr)
     if found["best_file"]:
-        print(f"Best configuration: {found['best_file']}\n  to keep it: cp {found['best_file']} "
-              "ansible/host_vars/tuned.yml && ./start.sh up --only tuned", file=sys.stderr)
+        print(f"Best configuration: {found['best_file']}\n  to give it to the tuned machine: ./start.sh up --knobs "
+              f"{shown(Path(found['best_file']))}", file=sys.stderr)
     print(f"Tune folder: {tuning.root} (tune.json: every configuration, its capacity and constraints)\nReport: {page}",
           file=sys.stderr)
     return 0

@@ -84,11 +84,13 @@ class Tuning(RecordFolder):
         return RunFolder(self.root / "configs" / str(number))
 
     def ceiling_measured_in(self) -> str | None:
-        """The first configuration's run that measured the load generator's ceiling (None: none yet)."""
+        """The first configuration's run whose load generator's ceiling was measured (None: none yet); one that
+        tried and could not is passed over, so the next configuration measures it again."""
         configs = self.root / "configs"
         numbers = sorted(int(p.name) for p in configs.iterdir() if p.name.isdecimal()) if configs.is_dir() else []
         return next((str(folder.root) for n in numbers
-                     if (folder := self.config_folder(n)).jmeter.generator.root.is_dir()), None)
+                     if capacity.ceiling_measured((folder := self.config_folder(n)).jmeter.generator)),
+                    None)
 
     def write_knobs(self, number: int, point: dict[str, Value], chosen: dict) -> Path:
         path = self.root / "knobs" / f"{number}.yml"

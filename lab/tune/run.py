@@ -20,6 +20,7 @@ from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.local.memory import VM_RAM_MIB
 from lab.machines.protocol import Backend
+from lab.paths import shown
 from lab.progress import info
 from lab.runfolder import RunFolder
 from lab.tune.folder import BEST_FILE, MEMORY_SHARE_MAX, Plan, Tuning, duration_text, point_text
@@ -173,8 +174,8 @@ def result(study: Study, tuning: Tuning, space: Space, plan: Plan, base: dict) -
         RunFolder(tuning.root).write_text(
             tuning.root / BEST_FILE,
             f"# The best configuration of tune {tuning.root.name}: capacity {best.capacity_rps:.0f} req/s at the SLO "
-            f"(configuration {best.number}).\n# {point_text(best.point)}\n# A whole host_vars file: copy it to "
-            "ansible/host_vars/tuned.yml, then ./start.sh up --only tuned\n" + yaml.safe_dump(knobs, sort_keys=False))
+            f"(configuration {best.number}).\n# {point_text(best.point)}\n# A whole host_vars file: ./start.sh up --knobs "
+            f"{shown(tuning.root / BEST_FILE)} gives it to the tuned machine\n" + yaml.safe_dump(knobs, sort_keys=False))
     importance = study.importance()
     measured = [r for r in records if r.state == "COMPLETE"]
     best_so_far, running = [], -math.inf
