@@ -65,6 +65,23 @@ def _fast_tests_see_only_what_make_check_installs(request: pytest.FixtureRequest
             monkeypatch.setattr(given_knobs, "FOLDER", request.getfixturevalue("tmp_path") / "given-knobs")
 
 
+class PlaybookStarted(Exception):
+    """Raised where ansible-playbook would have started (playbook_commands): nothing runs."""
+
+
+@pytest.fixture
+def playbook_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The command lines lab.provision.run_playbook would run, each stopped with PlaybookStarted."""
+    from lab import provision
+    seen: list[list[str]] = []
+
+    def popen(command, **kwargs):
+        seen.append(command)
+        raise PlaybookStarted
+    monkeypatch.setattr(provision.subprocess, "Popen", popen)
+    return seen
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

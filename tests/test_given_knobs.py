@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, PlaybookStarted
 from lab import cli, given_knobs, lifecycle, provision
 from lab.errors import StepFailed
 
@@ -66,28 +66,20 @@ def test_a_machine_keeps_what_it_was_given_until_none_and_a_tampered_copy_is_ref
     assert given_knobs.given() == {}
 
 
-def test_every_playbook_run_gives_them_unless_it_gives_that_machine_other_knobs(tmp_path: Path, monkeypatch):
-    seen = []
-
-    class Stop(Exception):
-        pass
-
-    def popen(command, **kwargs):
-        seen.append(command)
-        raise Stop
-    monkeypatch.setattr(provision.subprocess, "Popen", popen)
+def test_every_playbook_run_gives_them_unless_it_gives_that_machine_other_knobs(tmp_path: Path, playbook_commands):
+    seen = playbook_commands
     best = tmp_path / "best.yml"
     best.write_text(BEST)
     copy = given_knobs.give("tuned", str(best)).file
     for given in (None, {"default": tmp_path / "aa.yml"}, {"tuned": tmp_path / "aa.yml"}):
-        with pytest.raises(Stop):
+        with pytest.raises(PlaybookStarted):
             provision.run_playbook(tmp_path / "hosts.yml", tmp_path, given=given)
     # up (and the restore after an ablation): the copy; an ablation step that gives the other machine: both; one
     # that gives the tuned machine a configuration: that one, for that run
     assert [json.loads(c[c.index("--extra-vars") + 1])["lab_given_knobs"] for c in seen] == [
         {"tuned": str(copy)}, {"tuned": str(copy), "default": str(tmp_path / "aa.yml")},
         {"tuned": str(tmp_path / "aa.yml")}]
-    with pytest.raises(Stop):       # another playbook of the lab's (an engine's) gets nothing of the machines'
+    with pytest.raises(PlaybookStarted):       # another playbook of the lab's (an engine's) gets nothing of the machines'
         provision.run_playbook(tmp_path / "hosts.yml", tmp_path, playbook=REPO / "ansible" / "loadgen.yml")
     assert "--extra-vars" not in seen[-1]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, PlaybookStarted
 from lab import cli, knobs, lifecycle, profiles, provision, scenario
 from lab.errors import LabError, StepFailed
 from lab.machines.local import memory
@@ -62,18 +62,10 @@ def test_a_profile_is_recorded_passed_last_to_the_playbook_and_forgotten(record:
         profiles.active()
 
 
-def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path, tmp_path: Path, monkeypatch):
-    seen = []
-
-    class Stop(Exception):
-        pass
-
-    def popen(command, **kwargs):
-        seen.append(command)
-        raise Stop
-    monkeypatch.setattr(provision.subprocess, "Popen", popen)
+def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path, tmp_path: Path, playbook_commands):
+    seen = playbook_commands
     profiles.choose("2018")
-    with pytest.raises(Stop):
+    with pytest.raises(PlaybookStarted):
         provision.run_playbook(tmp_path / "hosts.yml", tmp_path, limit="tuned", given={"tuned": tmp_path / "aa.yml"},
                                variables={"x": 1})
     assert seen[0][-2:] == ["--extra-vars", f"@{record.with_suffix('.checked.yml')}"]
