@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from lab.analysis import jmeter as jmeter_analysis  # noqa: E402
 from lab.analysis import loadgen  # noqa: E402
 from lab.errors import LabError  # noqa: E402
 from lab.load import dashboards as load_dashboards  # noqa: E402
+from lab.load import openplan  # noqa: E402
 from lab.runfolder import JMeterFolder  # noqa: E402
 
 load_run = sys.modules["lab.load.run"]
@@ -352,6 +354,14 @@ def test_a_lost_threshold_stops_the_load_and_the_phases_still_to_come(processes,
     assert not jmeter_processes(tmp_path)
 
 
+def _logged_at(log: Path, text: str) -> float:
+    """When JMeter logged the first line holding text (its log's local time, as the JVM and this process share the
+    host's zone), in seconds since the epoch."""
+    line = next((line for line in log.read_text().splitlines() if text in line), None)
+    assert line is not None, f"{log} never says {text!r}"
+    return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
 def test_a_machine_past_its_knee_gets_no_more_arrivals_while_the_other_loads_on(processes, tmp_path: Path) -> None:
     # An open model on both machines at once: default refuses every connection, so its steps miss the SLO from the
     # first; once two have, its arrivals send nothing more (JMeter cannot stop one thread group: the plan's If
@@ -366,9 +376,12 @@ def test_a_machine_past_its_knee_gets_no_more_arrivals_while_the_other_loads_on(
     assert list(result.ended_early) == ["default"] and not result.interrupted, result
     _, refused = read_results(result.results["default"])
     _, answered = read_results(result.results["tuned"])
-    # no request of default's started after the flag was made (a poll's arrivals may have been on their way)
+    # the watch saw the flag soon after the lab made it (its script compiled before the load), and no request of
+    # default's started after that (a poll's arrivals may have been on their way)
     assert refused and all(row["success"] == "false" for row in refused)
-    assert max(int(row["timeStamp"]) for row in refused) / 1000 <= out.load_ended("default").stat().st_mtime + 0.2
+    seen = _logged_at(out.log, openplan.ENDED_LOG + "default")
+    assert 0 <= seen - out.load_ended("default").stat().st_mtime < 2, seen
+    assert max(int(row["timeStamp"]) for row in refused) / 1000 <= seen + 0.2
     assert len(refused) < sum(steps.arrivals()) / 2
     assert len(answered) == sum(steps.arrivals()) and all(row["success"] == "true" for row in answered)
     assert not jmeter_processes(tmp_path)
