@@ -3,10 +3,12 @@ package io.camellab.service;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
-import java.net.ServerSocket;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -28,13 +30,22 @@ class BackendDownTest {
     @Autowired
     private ObjectMapper mapper;
 
+    // A port bound but never listening, held for the whole class: connecting to it is refused, and neither the
+    // context's own random ports nor anything else can take it (a port closed again at once was once given to this
+    // context's Tomcat, which answered the backend call with its own 404).
+    private static Socket closed;
+
     @DynamicPropertySource
     static void backendProperties(DynamicPropertyRegistry registry) throws IOException {
-        int closedPort;
-        try (ServerSocket socket = new ServerSocket(0)) {
-            closedPort = socket.getLocalPort();
-        }
+        closed = new Socket();
+        closed.bind(new InetSocketAddress("127.0.0.1", 0));
+        int closedPort = closed.getLocalPort();
         registry.add("lab.backend.url", () -> "http://127.0.0.1:" + closedPort + "/data");
+    }
+
+    @AfterAll
+    static void release() throws IOException {
+        closed.close();
     }
 
     @Test
