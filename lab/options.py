@@ -155,9 +155,7 @@ def tune(args: argparse.Namespace) -> Tune:
     if trials is not None and int(trials) < 1:
         raise StepFailed(f"--trials {trials}: must be 1 or more")
     quick = bool(_given(args, "--quick"))
-    tune_steps = load.TUNE_STEPS            # --quick: the quick steps, with the tune's climbing warm-up
-    steps = _steps(args, replace(load.QUICK_STEPS, warmup_rps=tune_steps.warmup_rps,
-                                 warmup_steps=tune_steps.warmup_steps) if quick else tune_steps)
+    steps = _steps(args, load.QUICK_STEPS if quick else load.TUNE_STEPS)
     if trials is None and budget is None and quick:
         trials = TUNE_QUICK_TRIALS
     seed = _given(args, "--seed")

@@ -1,4 +1,5 @@
-"""The Ansible tree: lint, syntax, and the invariants that make "only configuration differs" true."""
+"""The Ansible tree read as files: the invariants that make "only configuration differs" true (the tree through
+Ansible's own programs, lint, syntax, the preflight and the plays: tests/test_ansible_play.py)."""
 from __future__ import annotations
 
 import json
@@ -12,8 +13,7 @@ import yaml
 
 from conftest import REPO
 
-# No lab, no jar, no VM: ansible-playbook runs here only against the local inventory with tags that
-# connect to no machine, and renders into tmp folders.
+# No lab, no jar, no VM, and no Ansible program but ansible-galaxy's listing: the edit-test loop's (make check).
 pytestmark = pytest.mark.fast
 
 ANSIBLE = REPO / "ansible"
@@ -22,23 +22,6 @@ ENV = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_CONFIG
 ROLES = sorted(path.parent.parent.name for path in (ANSIBLE / "roles").glob("*/defaults/main.yml"))
 LOCAL_INVENTORY = ANSIBLE / "inventories" / "local" / "hosts.yml"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
-
-
-def test_ansible_lint_is_clean_at_the_production_profile():
-    result = subprocess.run([str(VENV_BIN / "ansible-lint"), "--profile", "production"], cwd=ANSIBLE, env=ENV,
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-@pytest.mark.parametrize("inventory", ["local/hosts.yml", "vagrant/hosts.yml", "vagrant-loadgen", "ssh/hosts.example.yml"])
-def test_every_inventory_runs_the_same_playbook_on_default_and_tuned(inventory):
-    path = ANSIBLE / "inventories" / inventory
-    syntax = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(path), "site.yml", "--syntax-check"],
-                            cwd=ANSIBLE, env=ENV, capture_output=True, text=True)
-    assert syntax.returncode == 0, syntax.stdout + syntax.stderr
-    listed = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(path), "--list"], cwd=ANSIBLE, env=ENV,
-                            capture_output=True, text=True, check=True)
-    assert sorted(json.loads(listed.stdout)["lab_machines"]["hosts"]) == ["default", "tuned"]
 
 
 def test_inventories_set_connection_details_only():
@@ -153,65 +136,6 @@ def test_enumerations_list_their_choices():
     assert choices["httpd_proxy_protocol"] == ["http", "ajp"]
     assert choices["camel_app_ajp_protocol"] == ["NIO", "APR"]
     assert choices["lab_service_manager"] == ["supervisord", "systemd"]
-
-
-# ------------------------------------------------------------------------------------- the preflight
-
-def preflight(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    """site.yml's knob checks only, on the local inventory: no machine needs to exist. The AJP secrets
-    the checks generate go to tmp_path, not to the checkout's .cache."""
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY), "site.yml",
-                           "--tags", "preflight", "-e", f"lab_secrets_dir={tmp_path / 'secrets'}", *args],
-                          cwd=ANSIBLE, env=ENV, capture_output=True, text=True, timeout=300)
-
-
-def test_the_shipped_knobs_pass_the_preflight(tmp_path):
-    result = preflight(tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    recap = {host: (int(changed), int(failed)) for host, changed, failed in RECAP.findall(result.stdout)}
-    assert recap == {"default": (0, 0), "tuned": (0, 0)}
-    assert "Gather the machines' facts" not in result.stdout, "the preflight must not connect to the machines"
-
-
-def test_nulls_pass_the_preflight(tmp_path):
-    nulls = {"httpd_timeout": None, "httpd_proxy_timeout": None, "camel_app_tomcat_max_threads": None,
-             "camel_app_compression_enabled": None, "camel_app_http_client_max_total": None}
-    result = preflight(tmp_path, "-e", json.dumps(nulls))
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_a_wrong_value_fails_the_preflight_naming_the_variable_and_its_choices(tmp_path):
-    result = preflight(tmp_path, "-e", "httpd_mpm=threaded")
-    assert result.returncode != 0
-    assert "value of httpd_mpm must be one of: prefork, worker, event, got: threaded" in result.stdout + result.stderr
-    assert "TASK [lab : " not in result.stdout, "no role may run after a failed check"
-
-
-def test_a_wrong_type_fails_the_preflight(tmp_path):
-    result = preflight(tmp_path, "-e", '{"camel_app_tomcat_max_threads": "many"}')
-    assert result.returncode != 0
-    assert "camel_app_tomcat_max_threads" in result.stdout + result.stderr
-
-
-def test_an_inconsistent_pair_fails_the_preflight_naming_both_variables(tmp_path):
-    result = preflight(tmp_path, "--limit", "default", "-e", "httpd_proxy_protocol=ajp", "-e", "camel_app_ajp_enabled=false")
-    assert result.returncode != 0
-    failure = result.stdout[result.stdout.index("FAILED!"):]
-    assert "httpd_proxy_protocol" in failure and "camel_app_ajp_enabled" in failure
-
-
-def test_apr_without_the_native_library_fails_the_preflight(tmp_path):
-    result = preflight(tmp_path, "--limit", "tuned", "-e", '{"tomcat_native_enabled": false}')
-    assert result.returncode != 0
-    failure = result.stdout[result.stdout.index("FAILED!"):]
-    assert "camel_app_ajp_protocol" in failure and "tomcat_native_enabled" in failure
-
-
-def test_ajp_needs_one_shared_secret(tmp_path):
-    result = preflight(tmp_path, "--limit", "tuned", "-e", "camel_app_ajp_secret=other")
-    assert result.returncode != 0
-    failure = result.stdout[result.stdout.index("FAILED!"):]
-    assert "httpd_ajp_secret" in failure and "camel_app_ajp_secret" in failure
 
 
 # ------------------------------------------------------------------------------- one copy of each thing

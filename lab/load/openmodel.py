@@ -93,8 +93,9 @@ class StepLoad:
                        warmup_steps=climb, stop_after_misses=1)
 
     def warmup_rates(self) -> list[int]:
-        """The warm-up's rates, climbing evenly from warmup_rps towards start_rps (one rate: warmup_rps)."""
-        first = self.warmup_rps or self.start_rps
+        """The warm-up's rates, climbing evenly from warmup_rps towards start_rps (one rate: warmup_rps); never above
+        start_rps (a --start-rate under the warm-up's first rate warms at it)."""
+        first = min(self.warmup_rps or self.start_rps, self.start_rps)
         return [first + (self.start_rps - first) * k // self.warmup_steps for k in range(self.warmup_steps)]
 
     def segments(self) -> list[tuple[int, int, bool]]:
@@ -157,14 +158,15 @@ class StepLoad:
         return index if 0 <= index < len(self.rates()) and seconds_from_first >= 0 else None
 
 
-QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30, resolution_rps=50)
+# The quick steps warm up climbing (25, 50, 75 req/s, 10 s each) rather than at the first step's rate: a JVM just
+# (re)started, as after up, a profile or a tune's configuration, given 100 req/s at once on the four-at-a-time backend
+# queued 4-5 s from its first second and never recovered (its timed-out requests still held the backend): no capacity.
+QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30, resolution_rps=50,
+                       warmup_rps=25, warmup_steps=3)
 FULL_STEPS = StepLoad()
 # A tune's configuration: the quick steps, up to what a found configuration may serve (2x the default machine's
 # 700 req/s, and room above it); a configuration's run ends two steps past its knee, so a poor one costs little.
-# Its JVM has just been restarted with the configuration's options: the warm-up climbs (25, 50, 75 req/s) rather than
-# starting at the first step's rate. Measured: a cold JVM given 100 req/s at once on the four-at-a-time backend queued
-# 4-5 s from its first second and never recovered (its timed-out requests still held the backend), a capacity of 0.
-TUNE_STEPS = replace(QUICK_STEPS, max_rps=2500, warmup_rps=25, warmup_steps=3)
+TUNE_STEPS = replace(QUICK_STEPS, max_rps=2500)
 
 
 class StepWatch:
