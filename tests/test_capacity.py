@@ -381,6 +381,16 @@ def test_a_tunes_steps_warm_a_restarted_jvm_up_climbing_whatever_warm_up_is_aske
     assert "after a 30 s warm-up climbing from 25 to 75 req/s (not judged)" in steps().describe()
 
 
+
+def test_capacity_warms_a_restarted_jvm_up_climbing_and_never_above_its_first_step():
+    def steps(*argv: str):
+        return options.experiment(cli._parser().parse_args(["capacity", *argv])).profile
+    assert steps("--quick").segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 10, False)]
+    # a first step under the climb's first rate: the warm-up at that step's rate, said as such
+    low = steps("--quick", "--start-rate", "20")
+    assert low.segments()[:4] == [(20, 10, True), (20, 10, True), (20, 10, True), (20, 10, False)]
+    assert "after a 30 s warm-up (not judged)" in low.describe()
+
 def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_path):
     from lab.analysis.headline import headline
     summary = {"run": {"schedule": "sequential"}, "capacity": {"ratio": 1.5},

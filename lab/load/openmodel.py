@@ -145,8 +145,8 @@ class StepLoad:
 
     def describe(self) -> str:
         rates = self.warmup_rates()
-        at = (f" climbing from {rates[0]} to {rates[-1]} req/s" if len(rates) > 1
-              else f" at {self.warmup_rps} req/s" if self.warmup_rps and self.warmup_rps != self.start_rps else "")
+        at = (f" climbing from {rates[0]} to {rates[-1]} req/s" if len(set(rates)) > 1
+              else f" at {rates[0]} req/s" if rates[0] != self.start_rps else "")
         warmup = f" after a {self.warmup_s} s warm-up{at} (not judged)" if self.warmup_s else ""
         return (f"open model: {self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s"
                 f"{warmup} until {self.stop_after_misses} step{'s miss' if self.stop_after_misses > 1 else ' misses'} "
