@@ -41,6 +41,15 @@ def _props(element: ET.Element, kind: str, values: dict[str, str]) -> None:
         ET.SubElement(element, kind, {"name": name}).text = value
 
 
+def _loop(group: ET.Element, loops: int) -> None:
+    """A thread group's main controller: its thread's loops (-1: until the group's duration ends)."""
+    loop = ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller", "elementType": "LoopController",
+                                                "guiclass": "LoopControlPanel", "testclass": "LoopController",
+                                                "testname": "Loop Controller"})
+    _props(loop, "stringProp", {"LoopController.loops": str(loops)})
+    _props(loop, "boolProp", {"LoopController.continue_forever": "false"})
+
+
 def _watch(machines: list[str]) -> list[ET.Element]:
     """The watch's setUp thread group (its script once, before the load) and its thread group (one thread, for the
     schedule's length), each with its hashTree: a JSR223 sampler whose compiled script is cached (keyed by its text,
@@ -50,20 +59,12 @@ def _watch(machines: list[str]) -> list[ET.Element]:
                                             "testname": WATCH_READY})
     _props(ready, "stringProp", {"ThreadGroup.on_sample_error": "continue", "ThreadGroup.num_threads": "1",
                                  "ThreadGroup.ramp_time": "0"})
-    once = ET.SubElement(ready, "elementProp", {"name": "ThreadGroup.main_controller", "elementType": "LoopController",
-                                                "guiclass": "LoopControlPanel", "testclass": "LoopController",
-                                                "testname": "Loop Controller"})
-    _props(once, "stringProp", {"LoopController.loops": "1"})
-    _props(once, "boolProp", {"LoopController.continue_forever": "false"})
+    _loop(ready, 1)
     group = ET.Element("ThreadGroup", {"guiclass": "ThreadGroupGui", "testclass": "ThreadGroup", "testname": WATCH})
     _props(group, "stringProp", {"TestPlan.comments": "Sets <machine>.load_on to false once the lab made the file "
                                                       "<machine>.load_ended names.",
                                  "ThreadGroup.on_sample_error": "continue"})
-    loop = ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller", "elementType": "LoopController",
-                                                "guiclass": "LoopControlPanel", "testclass": "LoopController",
-                                                "testname": "Loop Controller"})
-    _props(loop, "stringProp", {"LoopController.loops": "-1"})
-    _props(loop, "boolProp", {"LoopController.continue_forever": "false"})
+    _loop(group, -1)
     _props(group, "stringProp", {"ThreadGroup.num_threads": "1", "ThreadGroup.ramp_time": "0",
                                  "ThreadGroup.duration": "${__P(watch_s,1)}", "ThreadGroup.delay": "0"})
     _props(group, "boolProp", {"ThreadGroup.delayedStart": "false", "ThreadGroup.scheduler": "true",
