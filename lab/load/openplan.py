@@ -14,12 +14,13 @@ from lab.load.profile import LoadError
 # neither pile up as JMeter threads (rate x timeout of them, each with its stack) nor take the shared CPUs from the
 # machine still measured. A watch thread reads the files every WATCH_MS and sets <machine>.load_on; each arrival
 # reads that property only (a function evaluated per arrival, Groovy's or JEXL's, was measured to slow JMeter's
-# requests several-fold at a few hundred a second). The watch's script runs once in a setUp thread group first:
-# Groovy's first load and compile, seconds of CPU on a busy 2-core host, then neither delays the first check (a CI
-# run saw arrivals go on 8 s past the flag) nor takes the CPUs during the first step. It logs what it ends.
+# requests several-fold at a few hundred a second). The watch's Groovy loads and compiles on its first run, 1.8 s of
+# CPU on an idle host and 6 s in a CI run: during the warm-up, which is never judged and ends long before a step
+# can end a machine's load. Not in a setUp thread group before the load: JMeter's open model counts its schedule
+# from the test's start, so every second of setUp came as one burst of arrivals (in that CI run, 140 at once into
+# a 20 req/s first step). It logs what it ends.
 LOAD_ON = "${{__P({machine}.load_on,true)}}"
 WATCH = "the lab's watch: ends a machine's arrivals"
-WATCH_READY = "the lab's watch: compiled before the load"
 ENDED_LOG = "arrivals end for "
 WATCH_MS = 200
 WATCH_SCRIPT = """// Arrivals end for a machine whose load_ended file exists (lab/load/openplan.py); never a sample.
@@ -50,35 +51,30 @@ def _loop(group: ET.Element, loops: int) -> None:
     _props(loop, "boolProp", {"LoopController.continue_forever": "false"})
 
 
-def _watch(machines: list[str]) -> list[ET.Element]:
-    """The watch's setUp thread group (its script once, before the load) and its thread group (one thread, for the
-    schedule's length), each with its hashTree: a JSR223 sampler whose compiled script is cached (keyed by its text,
-    the same in both), its results ignored."""
-    script = WATCH_SCRIPT.format(machines=", ".join(f"'{m}'" for m in machines), ms=WATCH_MS, ended=ENDED_LOG)
-    ready = ET.Element("SetupThreadGroup", {"guiclass": "SetupThreadGroupGui", "testclass": "SetupThreadGroup",
-                                            "testname": WATCH_READY})
-    _props(ready, "stringProp", {"ThreadGroup.on_sample_error": "continue", "ThreadGroup.num_threads": "1",
-                                 "ThreadGroup.ramp_time": "0"})
-    _loop(ready, 1)
+def _watch(machines: list[str]) -> tuple[ET.Element, ET.Element]:
+    """The watch's thread group (one thread, for the schedule's length) and its hashTree (a JSR223 sampler whose
+    compiled script is cached, its results ignored)."""
     group = ET.Element("ThreadGroup", {"guiclass": "ThreadGroupGui", "testclass": "ThreadGroup", "testname": WATCH})
     _props(group, "stringProp", {"TestPlan.comments": "Sets <machine>.load_on to false once the lab made the file "
                                                       "<machine>.load_ended names.",
                                  "ThreadGroup.on_sample_error": "continue"})
-    _loop(group, -1)
+    loop = ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller", "elementType": "LoopController",
+                                                "guiclass": "LoopControlPanel", "testclass": "LoopController",
+                                                "testname": "Loop Controller"})
+    _props(loop, "stringProp", {"LoopController.loops": "-1"})
+    _props(loop, "boolProp", {"LoopController.continue_forever": "false"})
     _props(group, "stringProp", {"ThreadGroup.num_threads": "1", "ThreadGroup.ramp_time": "0",
                                  "ThreadGroup.duration": "${__P(watch_s,1)}", "ThreadGroup.delay": "0"})
     _props(group, "boolProp", {"ThreadGroup.delayedStart": "false", "ThreadGroup.scheduler": "true",
                                "ThreadGroup.same_user_on_next_iteration": "true"})
-    elements: list[ET.Element] = []
-    for thread_group in (ready, group):
-        tree = ET.Element("hashTree")
-        sampler = ET.SubElement(tree, "JSR223Sampler", {"guiclass": "TestBeanGUI", "testclass": "JSR223Sampler",
-                                                        "testname": thread_group.get("testname", "")})
-        _props(sampler, "stringProp", {"scriptLanguage": "groovy", "parameters": "", "filename": "",
-                                       "cacheKey": "true", "script": script})
-        ET.SubElement(tree, "hashTree")
-        elements += [thread_group, tree]
-    return elements
+    tree = ET.Element("hashTree")
+    sampler = ET.SubElement(tree, "JSR223Sampler", {"guiclass": "TestBeanGUI", "testclass": "JSR223Sampler",
+                                                    "testname": WATCH})
+    script = WATCH_SCRIPT.format(machines=", ".join(f"'{m}'" for m in machines), ms=WATCH_MS, ended=ENDED_LOG)
+    _props(sampler, "stringProp", {"scriptLanguage": "groovy", "parameters": "", "filename": "", "cacheKey": "true",
+                                   "script": script})
+    ET.SubElement(tree, "hashTree")
+    return group, tree
 
 
 def _end_when_told(tree: ET.Element, machine: str) -> None:
