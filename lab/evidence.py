@@ -112,8 +112,7 @@ def collect(backend: Backend, name: str, run: RunFolder, started_at: float, ende
         missing.append(f"files from the machine ({pulled.problem})")
     if backend.service_manager == "systemd":
         journal = backend.journal(name, started_at, ended_at)
-        run.evidence(name, "logs").mkdir(parents=True, exist_ok=True)
-        (run.evidence(name, "logs") / "journal.log").write_text(journal)
+        run.write_text(run.evidence(name, "logs") / "journal.log", journal)
         exits = systemd_exits(journal, started_at, ended_at)
     else:
         exits = process_exits(run.evidence(name, "logs") / "supervisord.log", started_at, ended_at)

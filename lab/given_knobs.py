@@ -39,12 +39,21 @@ class Given:
 
 def check(typed: str) -> Path:
     """The file --knobs names, checked; StepFailed naming what was typed."""
+    return _read_checked(typed)[0]
+
+
+def _read_checked(typed: str) -> tuple[Path, bytes]:
+    """The file --knobs names and its content, read once: the bytes checked are the bytes recorded and copied."""
     path = callers(typed)
     if not path.is_file():
         raise StepFailed(f"--knobs {typed}: no such file ({path}); a vars file of role variables, such as a tune's "
                          f"best.yml, or {NONE} for the machine's host_vars alone")
-    knobs.checked_vars(path, f"--knobs {typed}", "a knobs file", templates=True)
-    return path.resolve()
+    try:
+        content = path.read_bytes()
+    except OSError as error:
+        raise StepFailed(f"--knobs {typed}: cannot read {path} ({error})") from error
+    knobs.checked_vars(path, f"--knobs {typed}", "a knobs file", templates=True, content=content)
+    return path.resolve(), content
 
 
 def give(machine: str, typed: str, folder: Path | None = None) -> Given | None:
@@ -53,8 +62,7 @@ def give(machine: str, typed: str, folder: Path | None = None) -> Given | None:
     if typed == NONE:
         forget(machine, folder)
         return None
-    path = check(typed)
-    content = path.read_bytes()
+    path, content = _read_checked(typed)
     folder.mkdir(parents=True, exist_ok=True)
     copy = folder / f"{machine}.yml"
     copy.write_bytes(content)

@@ -9,7 +9,6 @@ the report applies. Each machine's finer steps go to jmeter/refine/<machine>/ wi
 and the bracket they came from); the summary joins them to the machine's steps (capacity.with_refined)."""
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, replace
 
@@ -61,9 +60,8 @@ def _refine(folder: RunFolder, profile: load.StepLoad, urls: dict[str, str], pat
         assert finer is not None
         out = folder.jmeter.refine(machine)
         out.root.mkdir(parents=True, exist_ok=True)
-        (out.root / "steps.json").write_text(json.dumps(
-            {"machine": machine, "met_rps": met, "missed_rps": missed,
-             "profile": {"model": finer.model, **asdict(finer)}}, indent=2))
+        RunFolder.write_json(out.root / "steps.json", {"machine": machine, "met_rps": met, "missed_rps": missed,
+                                                       "profile": {"model": finer.model, **asdict(finer)}})
         try:
             with step(f"Refining {machine}'s knee between {met} and {missed} req/s ({finer.describe()})"):
                 result = load.run({machine: urls[machine]}, finer, out.root, schedule="sequential",

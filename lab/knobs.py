@@ -26,6 +26,9 @@ KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp
 VARS_SUFFIXES = {".yml", ".yaml", ".json", ""}
 RESERVED = ("lab_",)                    # the lab role's account, home and secrets (ansible_* are unknown to roles)
 TEMPLATE_MARKS = ("{{", "{%", "{#")
+# Variables naming a folder root writes, a program root runs or a download root builds: a profile or knobs file
+# sets how the software runs, never what it is or where it lives.
+WHERE = ("_home", "_dir", "_python", "_package", "_download_url", "_download_checksum")
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,9 @@ def _plain(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
 _TolerantLoader.add_multi_constructor("!", _plain)
 
 
-def load_vars(path: Path) -> dict:
-    data = yaml.load(path.read_text(), Loader=_TolerantLoader)
+def load_vars(path: Path, text: str | None = None) -> dict:
+    """A vars file's mapping ({} if it holds none); text: its content as already read (read once, checked once)."""
+    data = yaml.load(path.read_text() if text is None else text, Loader=_TolerantLoader)
     return data if isinstance(data, dict) else {}
 
 
@@ -91,14 +95,15 @@ def unknown_knobs(ansible_dir: Path) -> list[UnknownKnob]:
     return [knob for path in vars_files(ansible_dir) for knob in unknown_in(path, declared, ansible_dir.parent)]
 
 
-def unknown_in(path: Path, declared: set[str], base: Path, connection_vars: bool = True) -> list[UnknownKnob]:
+def unknown_in(path: Path, declared: set[str], base: Path, connection_vars: bool = True,
+               text: str | None = None) -> list[UnknownKnob]:
     """The keys of one vars file (a host_vars file, a machine profile) that no role declares; the file named
     from base when it lies under it. connection_vars: Ansible's own ansible_* may be set there (an inventory's
     host_vars), else they are unknown too (a profile, given to every host as extra vars)."""
     choices = sorted(declared)
     shown = path.relative_to(base) if path.is_relative_to(base) else path
     unknown = []
-    for key in load_vars(path):
+    for key in load_vars(path, text):
         key = str(key)
         if key in declared or (connection_vars and key.startswith("ansible_")):
             continue
@@ -107,20 +112,23 @@ def unknown_in(path: Path, declared: set[str], base: Path, connection_vars: bool
     return unknown
 
 
-def checked_vars(path: Path, label: str, what: str, templates: bool, ansible_dir: Path | None = None) -> dict:
+def checked_vars(path: Path, label: str, what: str, templates: bool, ansible_dir: Path | None = None,
+                 content: bytes | None = None) -> dict:
     """A vars file the user gives machines on top of their host_vars (a machine profile, a knobs file): a mapping
     whose every key some role declares (a misspelled one would be ignored), none of the lab's own (RESERVED) nor
-    Ansible's connection variables; templates: whether values may hold template syntax (a profile may not: Ansible
-    would run it as root on this host; a knobs file is a host_vars file and may, as the roles' own do). label names
-    what the user typed in every error, what the kind of file."""
+    Ansible's connection variables nor where a role installs, what it runs or downloads (WHERE); templates: whether
+    values may hold template syntax (a profile may not: Ansible would run it as root on this host; a knobs file is
+    a host_vars file and may, as the roles' own do). label names what the user typed in every error, what the kind
+    of file. content: the file's bytes as the caller read them, the very bytes it hands on (else read here, once)."""
     ansible_dir = ansible_dir or ANSIBLE_DIR
     try:
-        data = load_vars(path)
+        text = path.read_text() if content is None else content.decode()
+        data = load_vars(path, text)
     except (OSError, ValueError, yaml.YAMLError) as error:
         raise StepFailed(f"{label}: cannot read {path} ({error})") from error
     if not isinstance(data, dict) or not data:
         raise StepFailed(f"{label}: {path} must be a mapping of role variables (httpd_tls_enabled: true, ...)")
-    unknown = unknown_in(path, declared_variables(ansible_dir), REPO, connection_vars=False)
+    unknown = unknown_in(path, declared_variables(ansible_dir), REPO, connection_vars=False, text=text)
     if unknown:
         hints = "".join(f"; did you mean {knob.suggestion} for {knob.key}?" for knob in unknown if knob.suggestion)
         raise StepFailed(f"{label}: {path}: no role declares {', '.join(knob.key for knob in unknown)} "
@@ -129,6 +137,10 @@ def checked_vars(path: Path, label: str, what: str, templates: bool, ansible_dir
     if reserved:
         raise StepFailed(f"{label}: {path}: {', '.join(reserved)}: the lab's own account, folders and "
                          f"secrets are not {what}'s to change")
+    located = sorted(str(key) for key in data if str(key).endswith(WHERE))
+    if located:
+        raise StepFailed(f"{label}: {path}: {', '.join(located)}: where a role installs, what it runs and what it "
+                         f"downloads are the roles' own (provisioning acts on them as root), not {what}'s to change")
     templated = [] if templates else sorted(str(key) for key, value in data.items() if _templated(value))
     if templated:
         raise StepFailed(f"{label}: {path}: {', '.join(templated)}: {what} gives plain values; Ansible "

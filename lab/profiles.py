@@ -57,10 +57,11 @@ def find(typed: str) -> Profile:
     return Profile(path.stem, path.resolve())
 
 
-def load(path: Path, typed: str) -> dict:
+def load(path: Path, typed: str, content: bytes | None = None) -> dict:
     """The profile's variables, every one of them a knob some role declares (a misspelled one would be ignored),
-    plain values only: Ansible would run template syntax as root on this host."""
-    return knobs.checked_vars(path, f"--profile {typed}", "a profile", templates=False)
+    plain values only: Ansible would run template syntax as root on this host. content: the bytes to check (the
+    ones hashed and handed on), else the file's."""
+    return knobs.checked_vars(path, f"--profile {typed}", "a profile", templates=False, content=content)
 
 
 def active(record: Path | None = None) -> Profile | None:
@@ -91,7 +92,7 @@ def _recorded(record: Path) -> tuple[Profile | None, bytes]:
         raise StepFailed(f"the machine profile {profile.describe()} changed since ./start.sh up chose it: "
                          f"./start.sh up --profile {profile.file} gives both machines what it says now "
                          "(or --profile none)")
-    load(profile.file, profile.name)
+    load(profile.file, profile.name, content)           # the bytes hashed are the bytes checked and handed on
     return profile, content
 
 

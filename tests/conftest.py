@@ -82,6 +82,19 @@ def playbook_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return seen
 
 
+def edited_once_read(monkeypatch: pytest.MonkeyPatch, path: Path, text: str) -> None:
+    """path turns into text the moment it was read once, whichever way (bytes or text): what a check read must
+    be what is handed on, never the file read again."""
+    for name in ("read_bytes", "read_text"):
+        read = getattr(Path, name)
+
+        def then_edited(self: Path, *args, _read=read):
+            content = _read(self, *args)
+            if self == path:
+                Path.write_text(self, text)
+            return content
+        monkeypatch.setattr(Path, name, then_edited)
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -247,3 +247,17 @@ def test_roles_are_listed_once_in_site_yml():
 # --------------------------------------------------------------------------------------- the manifest
 
 # What lab/evidence.py collected from a machine before the manifest said it (paths under lab_home).
+
+
+def test_a_load_generator_gets_the_engines_keys_never_the_controllers():
+    # the controller's key pair stays on the controller: an engine host holding it could pose as the controller
+    # to every other engine (and drive them: a plan is code); the engines get their own pair and the controller's
+    # certificate only (lab/load/engines.py)
+    from lab.load import engines
+    tasks = _yaml(ANSIBLE / "roles" / "jmeter_engine" / "tasks" / "rmi.yml")
+    copied = [item for task in tasks if "ansible.builtin.copy" in task for item in task.get("loop") or
+              [task["ansible.builtin.copy"]["src"].rsplit("/", 1)[-1]]]
+    assert sorted(copied) == sorted([f"{engines.ENGINE_FOLDER}/{engines.KEYSTORE}",
+                                     f"{engines.ENGINE_FOLDER}/{engines.TRUSTSTORE}", "rmi.properties"]), copied
+    assert not [task for task in tasks if any(key in task for key in ("ansible.builtin.synchronize",
+                                                                        "ansible.builtin.template"))]

@@ -138,6 +138,31 @@ def test_a_damaged_run_is_named_with_what_is_wrong_never_a_traceback(tmp_path, m
     assert f"start.sh: compare: {b}: summary: summary.json unreadable (Expecting" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("written", "wrong"), [
+    ("[1, 2]", "summary: summary.json is not a JSON object"),
+    ('{"comparison": [1]}', "its summary.json's comparison is not a list of rows; is it a run folder the lab wrote?"),
+    ('{"comparison": [], "run": "parallel"}',
+     "its summary.json's run or verdict is not an object; is it a run folder the lab wrote?")])
+def test_a_foreign_summary_is_named_with_what_is_wrong_never_a_traceback(tmp_path, monkeypatch, capsys, written,
+                                                                         wrong):
+    # JSON that parses, but not as the lab writes it (another tool's, or edited by hand)
+    monkeypatch.setenv("LAB_CALLER_DIR", str(tmp_path))
+    _run(tmp_path / "a", [(100, 100)])
+    b = _run(tmp_path / "b", [(100, 90)])
+    for summary in [b / "summary.json", *(b / "trials").glob("*/summary.json")]:
+        summary.write_text(written)
+    assert cli.main(["compare", "a", "b"]) == 1
+    assert f"start.sh: compare: {b}: {wrong}" in capsys.readouterr().err
+
+
+def test_a_knobs_file_not_as_the_lab_writes_it_shows_no_knobs_never_a_traceback(tmp_path):
+    a, b = _run(tmp_path / "a", [(100, 100)]), _run(tmp_path / "b", [(100, 90)])
+    (a / "knobs.json").write_text("[1]")
+    (b / "knobs.json").write_text('{"default": 3, "tuned": {"tomcat_max_threads": 300}}')
+    assert compare(a, b)["knobs"] == [{"machine": "tuned", "variable": "tomcat_max_threads", "a": "(unset)",
+                                       "b": 300}]
+
+
 def test_a_failure_message_longer_than_pythons_csv_field_limit_is_read(tmp_path):
     # JMeter writes a failed sample's message into the CSV, which can carry a whole answer
     from lab.analysis.jmeter import read_results

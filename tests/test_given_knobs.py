@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, PlaybookStarted
+from conftest import REPO, PlaybookStarted, edited_once_read
 from lab import cli, given_knobs, lifecycle, provision
 from lab.errors import StepFailed
 
@@ -32,6 +32,8 @@ BEST = ("# what a tune writes where it chose AJP over APR: a host_vars file, tem
     # given as extra vars, a connection variable would point the machine's playbook elsewhere
     ("ansible_host: 10.0.0.9\n", "no role declares ansible_host"),
     ("httpd_mpm: [worker\n", "cannot read"),
+    ("tomcat_native_download_url: http://10.0.0.9/tcnative.tgz\n",
+     "tomcat_native_download_url: where a role installs, what it runs and what it downloads are the roles' own"),
 ])
 def test_a_knobs_file_is_checked_naming_what_the_user_typed(tmp_path: Path, text: str, message: str):
     (tmp_path / "mine.yml").write_text(text)
@@ -40,6 +42,15 @@ def test_a_knobs_file_is_checked_naming_what_the_user_typed(tmp_path: Path, text
     assert str(caught.value).startswith(f"--knobs {tmp_path / 'mine.yml'}: ") and message in str(caught.value)
     with pytest.raises(StepFailed, match=r"--knobs nosuch\.yml: no such file \(.*nosuch\.yml\)"):
         given_knobs.check("nosuch.yml")
+
+
+def test_the_bytes_a_knobs_file_is_checked_in_are_the_bytes_copied(tmp_path: Path, monkeypatch):
+    # edited between its check and its copy (here: the moment it was read once), the machine gets what was checked
+    best = tmp_path / "best.yml"
+    best.write_text("camel_app_http_client_per_route: 120\n")
+    edited_once_read(monkeypatch, best, "camel_app_http_client_per_route: 120\nmock_service_python: /tmp/mine\n")
+    item = given_knobs.give("tuned", str(best))
+    assert item is not None and item.file.read_text() == "camel_app_http_client_per_route: 120\n"
 
 
 def test_a_machine_keeps_what_it_was_given_until_none_and_a_tampered_copy_is_refused(tmp_path: Path):

@@ -29,7 +29,6 @@ from conftest import REPO, eventually, http_get, wait_for
 sys.path.insert(0, str(REPO))
 from lab import evidence, load, placement, provision  # noqa: E402
 from lab import limits as lab_limits  # noqa: E402
-from lab.analysis.headline import headline  # noqa: E402
 from lab.analysis.pcp import pmrep_csv, role_of  # noqa: E402
 from lab.analysis.verdict import ORDER as VERDICT_KINDS  # noqa: E402
 from lab.hostlab import HostLab  # noqa: E402
@@ -83,6 +82,36 @@ def start_timed(*args: str, timeout: float = 1200) -> Timed:
     gaps = [(b - a, line.rstrip()) for a, b, (_, line) in zip(times, times[1:], stamped)]
     result.silence = max(gaps, default=(0.0, ""))
     return result
+
+
+def said_headline(stderr: str, summary: dict) -> None:
+    """The command ended with its headline, checked against the summary's figures written out here (not with
+    the function the command prints with, which would agree with itself whatever it printed)."""
+    def said(pattern: str) -> None:
+        assert re.search(pattern, stderr, re.M), f"{pattern!r} not in {stderr[-3000:]}"
+    if summary.get("kind") == "repeated":
+        trials = summary["trials"]
+        said(rf"^Result \({len(trials)} trials, {summary['run']['schedule']}, ")
+        for trial in trials:
+            said(rf"^  trial {trial['number']}: default {trial['default_rps']:,.1f} req/s, "
+                 rf"tuned {trial['tuned_rps']:,.1f} req/s")
+    elif summary.get("capacity"):
+        said(rf"^Capacity \({summary['run']['schedule']}, open model; a step meets the SLO when p99 <= \d+ ms "
+             r"and errors <= [\d.]+%\):$")
+        for machine in ("default", "tuned"):
+            found = summary["machines"][machine]["capacity"]
+            shown = "none" if found["capacity_rps"] is None else f"{found['capacity_rps']} req/s"
+            said(rf"^  {machine}\s+capacity {re.escape(shown)}")
+        if summary["capacity"].get("ratio") is not None:
+            said(rf"^  tuned/default capacity: {summary['capacity']['ratio']:.2f}x$")
+    else:
+        run = summary["run"]
+        said(rf"^Result \({run['schedule']}, {run['profile']['users']} users per machine, \d+:\d\d of load( each)?; ")
+        for machine in ("default", "tuned"):
+            load = summary["machines"][machine]["load"]
+            shown = load if load["window"].get("settled") is not False else load["all"]
+            said(rf"^  {machine}\s+{shown['throughput_rps']:,.1f} req/s\s+{shown['errors']:,} errors ")
+    said(r"^  One trial: the ratio carries no interval" if summary.get("kind") != "repeated" else r"^  tuned/default ")
 
 
 def in_phase(profile: str | None) -> None:
@@ -391,6 +420,7 @@ def test_the_machine_has_what_a_512_mb_vm_leaves_with_swap_and_2_cpus(status, ma
 
 
 def test_a_second_run_of_the_playbook_changes_nothing(status, tmp_path):
+    in_phase(None)
     result = provision.run_playbook(LocalBackend.inventory, tmp_path)
     assert result.returncode == 0, result.log.read_text()[-3000:]
     assert result.changed == {"default": 0, "tuned": 0}, result.log.read_text()
@@ -413,7 +443,7 @@ def test_a_quick_run_loads_both_machines_and_shows_progress(quick_run):
     assert f"Report: {run_dir}/report/index.html" in result.stderr
     # It ends with what it found, from its summary, and with what is still running.
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert "\n".join(headline(summary)) in result.stderr
+    said_headline(result.stderr, summary)
     assert result.stderr.rstrip().endswith("./start.sh down removes them.")
     assert result.silence[0] <= 10, result.silence
     assert "Next: ./start.sh" not in result.stderr         # a run is not followed by what comes after up
@@ -441,11 +471,14 @@ def test_a_quick_run_measures_both_machines_from_raw_data(quick_run):
         assert summary["machines"][machine]["resources"]["cpu_cores_mean_by_role"]["service"] > 0
         # what the machine paid for its memory model: its pages in swap and those it read back, from PCP
         memory = summary["machines"][machine]["memory"]
-        assert memory["swap_peak_bytes"] >= 0 and memory["major_faults_per_s"] >= 0, memory
+        assert all(isinstance(memory[key], (int, float)) and memory[key] >= 0
+                   for key in ("swap_peak_bytes", "major_faults_per_s")), memory
         assert any(line.endswith("page-ins a second over the load") for line in judged["checked"]) or any(
             "pages a second" in f["sentence"] for f in judged["findings"]), judged
     # the tuned machine's fixed heap does not fit in what a 512 MB VM leaves: part of it rests in swap
-    assert summary["machines"]["tuned"]["memory"]["swap_peak_bytes"] > 32 * MiB
+    # (the default JVM's heap, a quarter of the memory, fits: measured 0 to 0.2 MiB in swap, against 55-130 MiB)
+    swapped = {machine: summary["machines"][machine]["memory"]["swap_peak_bytes"] for machine in ("default", "tuned")}
+    assert swapped["tuned"] > 32 * MiB and swapped["default"] < swapped["tuned"] / 4, swapped
     # the memory budget its knobs give (knobs.json) beside what PCP saw it hold: a closed load holds no more
     budgets = {machine: summary["machines"][machine]["memory"]["budget"] for machine in ("default", "tuned")}
     assert budgets["tuned"]["over_mib"] > 0 and budgets["tuned"]["warning"] and budgets["default"]["warning"] is None
@@ -524,7 +557,7 @@ def test_repeated_trials_each_keep_their_evidence_and_the_run_compares_them(quic
     assert summary["kind"] == "repeated" and [t["number"] for t in summary["trials"]] == [1, 2]
     row = next(r for r in summary["comparison"] if r["key"] == "samples_all")
     assert row["trials"] == 2 and len(row["points"]) == 2 and row["low"] <= row["ratio"] <= row["high"]
-    assert "\n".join(headline(summary)) in result.stderr
+    said_headline(result.stderr, summary)
     html = (run_dir / "report" / "index.html").read_text()
     assert html.count('href="../trials/') == 2 and '<div id="verdict"' in html
 
@@ -538,6 +571,7 @@ ENGINE_RUN_S = 10
 
 @pytest.fixture(scope="module")
 def engine_run(quick_run) -> tuple[subprocess.CompletedProcess, Path, dict[str, str]]:
+    in_phase(None)
     # One short run for two features: its load from a remote engine (both phases of the sequential schedule
     # through the one engine), then the host's limits. The machines' veths forward as they did before it.
     before = {m.veth: forwarding(m.veth) for m in LocalBackend().machines.values()}
@@ -640,6 +674,7 @@ def test_a_jvm_killed_mid_run_is_reported_while_the_other_machine_goes_on(quick_
 
 
 def test_a_jvm_crash_leaves_its_error_log_where_the_run_collects_it(status, tmp_path):
+    in_phase(None)
     # The JVM's working folder is root's: without -XX:ErrorFile its hs_err file could be written nowhere.
     dumps = LocalBackend().home("default") / "app" / "dumps"
     started = int(time.time())              # supervisord's log counts whole seconds
@@ -660,6 +695,7 @@ def test_a_jvm_crash_leaves_its_error_log_where_the_run_collects_it(status, tmp_
 
 
 def test_a_port_in_use_is_reported_with_its_cause(status, tmp_path):
+    in_phase(None)
     machine = LocalBackend().machines["tuned"]
     assert local.supervisorctl(machine, "stop", "httpd").returncode == 0
     squatter = local.run_in(machine, ["sh", "-c", "setsid python3 -m http.server 80 >/dev/null 2>&1 & echo $!"],
@@ -680,6 +716,7 @@ def test_a_port_in_use_is_reported_with_its_cause(status, tmp_path):
 
 
 def test_fetching_over_ansible_brings_the_machines_files(status, tmp_path):
+    in_phase(None)
     # How runs on VMs and SSH hosts collect their evidence (ansible/fetch.yml), here through the
     # local inventory's connection: the same playbook and modules as over SSH.
     remote = SshBackend(LocalBackend.inventory)
@@ -708,6 +745,7 @@ def engine_host(status, tmp_path) -> Iterator[tuple[Path, local.Machine]]:
     """A load generator as an ssh inventory's loadgen group names one, here on this host's loopback, reached with
     Ansible's local connection as the local inventory's machines are: its own lab home, and as its init (what
     systemd is on a real host) a supervisord of its own."""
+    in_phase(None)
     from lab.machines.local.lifecycle import supervisord_conf_text
     host = local.Machine("sshgen", 9, LOCAL_ROOT / "test-ssh-engine")
     shutil.rmtree(host.root, ignore_errors=True)
@@ -772,6 +810,7 @@ def test_a_loadgen_groups_engine_is_provisioned_by_its_role_and_loads_both_machi
 
 
 def test_several_reads_go_through_ansibles_command_module_in_one_command(status):
+    in_phase(None)
     # VMs and SSH hosts are observed through Ansible's command module, several URLs per command (each command is
     # an SSH round trip there). The local inventory's connection runs that same module on this host, so the URLs
     # here are the machine's HTTPD as this host reaches it: a page, one that fails, the page again.
@@ -785,12 +824,14 @@ def test_several_reads_go_through_ansibles_command_module_in_one_command(status)
 
 
 def test_later_commands_use_the_backend_of_the_lab_that_is_up(status):
+    in_phase(None)
     result = start("status", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Backend: local (the lab that is up uses it; --backend chooses another)" in result.stderr
 
 
 def test_another_checkout_cannot_touch_the_lab_that_is_up(status, tmp_path):
+    in_phase(None)
     # A second checkout (its own lab/ and start.sh, this one's venv): every command refuses, naming this one.
     other = tmp_path / "other-checkout"
     other.mkdir()
@@ -931,9 +972,12 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
         # (an overloaded step may not be delivered whole: JMeter's threads wait on the queue like any client)
         assert all(s["delivered"] for s in steps if s["rate_rps"] <= found["capacity_rps"]), steps
         knee = found["at_knee"]
-        assert knee["memory_pss_peak_bytes"] > 0 and knee["tomcat_busy_peak"] is not None
-        # where requests queued, from PCP: Tomcat's connections and the accept queue's overflows (a counter's increase)
-        assert knee["tomcat_connections_peak"] is not None and knee["accept_queue_overflows"] >= 0
+        # where requests queued, from PCP: behind a backend that serves four at a time, in Tomcat's threads (more
+        # than four busy at the knee; measured 74-149), each on a connection of its own; the accept queue's overflows
+        # are a counter's increase
+        assert knee["memory_pss_peak_bytes"] > 0 and knee["tomcat_busy_peak"] > 4, knee
+        assert knee["tomcat_connections_peak"] >= knee["tomcat_busy_peak"], knee
+        assert isinstance(knee["accept_queue_overflows"], (int, float)) and knee["accept_queue_overflows"] >= 0, knee
         # each step's errors by class, every error counted once
         assert all(sum(s["errors_by_class"].values()) == s["errors"] + s["client_errors"] for s in steps)
         # the verdict names the bottleneck the profile put there
@@ -945,7 +989,7 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
     assert summary["capacity"]["ratio"] == pytest.approx(summary["machines"]["tuned"]["capacity"]["capacity_rps"]
                                                          / summary["machines"]["default"]["capacity"]["capacity_rps"],
                                                          abs=1e-3)
-    assert "\n".join(headline(summary)) in result.stderr
+    said_headline(result.stderr, summary)
     html = (run_dir / "report" / "index.html").read_text()
     assert '<section id="capacity">' in html and 'id="chart-capacity"' in html and "at its knee" in html
     assert "<th>error types</th>" in html and "connections dropped from a full accept queue" in html
@@ -1010,7 +1054,8 @@ def test_a_quick_capacity_ablation_two_at_once_gives_each_machine_its_configurat
         assert top["machines_loaded"] == ["default", "tuned"] and top["schedule"] == "parallel"
         assert sum(t["counted"] for t in top["trials"]) == 1, top["trials"]
         assert top["profile"]["model"] == "open" and top["profile"]["step_s"] == SLOW_BACKEND_STEPS["step_s"]
-        assert all(t.get("not_counted") for t in top["trials"] if not t["counted"])
+        # a trial not counted says why, a counted one has no such word; the pair ends on the trial that counted
+        assert all(("not_counted" in t) != t["counted"] for t in top["trials"]) and top["trials"][-1]["counted"]
         for trial in (t for t in top["trials"] if t["counted"]):
             summary = json.loads((root / "pairs" / half / "trials" / str(trial["number"]) / "summary.json")
                                  .read_text())
@@ -1118,6 +1163,8 @@ def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memor
     from lab import profiles, scenario
     from lab.machines import manifest
     before = profiles.active()             # the capacity test's, when it ran first
+    in_phase(before and before.name)
+    assert before is None or before.name == "four-at-a-time", before.describe()
     # Other swap for machines that are up is refused before anything changes, naming the fix.
     other = start("up", "--profile", "2018", "--swap", "256", timeout=120)
     assert other.returncode == 1 and "--swap 256: the machines are up with 1024 MiB of swap" in other.stderr, \

@@ -140,6 +140,20 @@ def test_csv_tail_keeps_partial_and_quoted_records(tmp_path: Path) -> None:
 
 
 @pytest.mark.fast
+def test_csv_tail_reads_a_field_longer_than_pythons_csv_limit_in_a_process_of_its_own(tmp_path: Path) -> None:
+    # a failed sample's message can carry a whole answer; the live progress reads it in `python -m lab.load`,
+    # a process that may import nothing else of the lab's (here: a fresh interpreter)
+    path = tmp_path / "r.csv"
+    path.write_text(f"timeStamp,elapsed,failureMessage\n1,5,\"{'x' * 300_000}\"\n2,7,\n")
+    probe = ("import sys; from lab.load.progress import _CsvTail; rows = _CsvTail(__import__('pathlib').Path("
+             "sys.argv[1])).read(); print([(r[0], len(r[2])) for r in rows])")
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[('1', 300000), ('2', 0)]"
+
+
+@pytest.mark.fast
 def test_progress_lines() -> None:
     progress = {"schedule": "parallel", "elapsed_s": 151.0, "planned_s": 1200, "machines": {
         "default": {"state": "running", "elapsed_s": 151.0, "samples": 9000, "requests_per_s": 412.5, "errors": 3,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, PlaybookStarted
+from conftest import REPO, PlaybookStarted, edited_once_read
 from lab import cli, knobs, lifecycle, profiles, provision, scenario
 from lab.errors import LabError, StepFailed
 from lab.machines.local import memory
@@ -79,6 +79,11 @@ def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path
     # every playbook run gives a profile to Ansible as root: neither the lab's account nor a template of its own
     ("lab_user: root\nlab_home: /etc\n", "lab_home, lab_user: the lab's own account, folders and secrets"),
     ("ansible_become_user: nobody\n", "no role declares ansible_become_user"),
+    # nor where a role installs, what it runs as root or what it downloads and builds
+    ("tomcat_native_download_url: http://10.0.0.9/tcnative.tgz\ntomcat_native_download_checksum: sha256:00\n",
+     "tomcat_native_download_checksum, tomcat_native_download_url: where a role installs, what it runs and what "
+     "it downloads are the roles' own"),
+    ("mock_service_python: /tmp/mine/python3\nhttpd_home: /etc\n", "httpd_home, mock_service_python: where a role"),
     ("camel_app_java_options: [\"-Xmx{{ lookup('pipe', 'id') }}\"]\n",
      "camel_app_java_options: a profile gives plain values; Ansible would run template syntax"),
     ("httpd_mpm_worker_settings: {ThreadLimit: '{% if 1 %}30{% endif %}'}\n", "httpd_mpm_worker_settings: a profile"),
@@ -251,6 +256,18 @@ def test_a_profile_edited_after_it_was_chosen_is_refused_until_chosen_again(reco
     mine.unlink()
     with pytest.raises(StepFailed, match=r"the machine profile mine .* cannot be read"):
         profiles.active()
+
+
+def test_the_bytes_a_profile_is_checked_in_are_the_bytes_hashed_and_handed_on(record: Path, tmp_path: Path,
+                                                                             monkeypatch):
+    # a file edited between its check and its copy must not reach a playbook: the check reads the bytes that are
+    # hashed and copied, never the file again (here the file on disk turns bad the moment it was read once)
+    mine = tmp_path / "mine.yml"
+    mine.write_text("httpd_tls_enabled: true\n")
+    profiles.choose(str(mine))
+    edited_once_read(monkeypatch, mine, "httpd_tls_enabled: true\nhttpd_home: /etc\n")
+    assert profiles.extra_vars()[-1] == f"@{record.with_suffix('.checked.yml')}"
+    assert record.with_suffix(".checked.yml").read_text() == "httpd_tls_enabled: true\n"
 
 
 def test_a_profiles_secret_is_not_kept_in_a_run_folder(tmp_path: Path):

@@ -12,6 +12,7 @@ import yaml
 from test_experiment import FakeBackend
 
 from lab import cli, experiment, provision, runfolder
+from lab.errors import StepFailed
 from lab.provision import PlaybookResult
 from lab.runfolder import RunFolder
 from lab.tune import command
@@ -101,3 +102,16 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
     assert html.count('href="../configs/') == 6 and "1 OOM kill" in html
     # this seed's proposals exercise both: a configuration set aside, and one broken when measured
     assert aside and any(r["broken"].get("process_died") for r in measured)
+
+
+@pytest.mark.parametrize(("written", "why"), [
+    ("{cut short", r"tune: tune\.json unreadable \(Expecting"),
+    ('{"plan": 3}', r"tune\.json: no plan this lab wrote \(TypeError"),
+    ('{"started": "yesterday"}', r"tune\.json: no plan this lab wrote \(KeyError")])
+def test_resume_on_a_damaged_tune_record_names_it_and_starts_nothing(monkeypatch, tmp_path, written, why):
+    monkeypatch.setattr(runfolder, "RUNS", tmp_path / "runs")
+    folder = tmp_path / "runs" / "20261129-010000"
+    folder.mkdir(parents=True)
+    (folder / "tune.json").write_text(written)
+    with pytest.raises(StepFailed, match=rf"^--resume 20261129-010000: .*{why}.*start a new tune$"):
+        command.prepare(cli._parser().parse_args(["tune", "--resume", "20261129-010000"]))

@@ -16,6 +16,19 @@ from lab.machines import MACHINES
 from lab.runfolder import RunFolder
 
 
+def _checked(folder: RunFolder, summary: dict) -> dict:
+    """A summary as the lab writes it (its comparison a list of rows with a key; its run and verdict objects),
+    else the folder named with what is wrong: a foreign or hand-edited file is a message, never a traceback."""
+    rows = summary.get("comparison")
+    if not isinstance(rows or [], list) or not all(isinstance(row, dict) and "key" in row for row in rows or []):
+        wrong = "its summary.json's comparison is not a list of rows"
+    elif not all(isinstance(summary.get(part) or {}, dict) for part in ("run", "verdict")):
+        wrong = "its summary.json's run or verdict is not an object"
+    else:
+        return summary
+    raise StepFailed(f"compare: {folder.root}: {wrong}; is it a run folder the lab wrote?")
+
+
 def _summaries(folder: RunFolder) -> list[dict]:
     """The figures of each trial (a single run: its own), made first where missing; a summary that cannot be
     read is named, with why."""
@@ -27,7 +40,7 @@ def _summaries(folder: RunFolder) -> list[dict]:
             summary = run.read_json(run.summary_json, problems, "summary")
             if summary is None:
                 raise StepFailed(f"compare: {folder.root}: {'; '.join(problems)}")
-            found.append(summary)
+            found.append(_checked(folder, summary))
         elif run.run_json.is_file():            # figures made here, never written into a saved run
             found.append(single.summarize(run.root, write=False, use_gcviewer=False))   # says what is missing
     return found
@@ -40,8 +53,8 @@ def _values(summaries: list[dict], key: str, column: str) -> list[float]:
 
 
 def _about(folder: RunFolder, summaries: list[dict]) -> dict:
-    top = (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file() else None) \
-        or (summaries or [{}])[0]
+    top = _checked(folder, (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file()
+                            else None) or (summaries or [{}])[0])
     run = top.get("run") or {}
     return {"run_id": folder.root.name, "path": str(folder.root), "trials": len(summaries),
             "repeated": repeated.is_repeated(folder.root), "schedule": run.get("schedule"),
@@ -76,9 +89,11 @@ def _knobs(a: RunFolder, b: RunFolder) -> list[dict]:
     """The knobs of each machine that differ between the runs (their knobs.json), what a user changed."""
     def read(folder: RunFolder) -> dict:
         try:
-            return json.loads(folder.knobs_json.read_text())
+            knobs = json.loads(folder.knobs_json.read_text())
         except (OSError, ValueError):
             return {}
+        return {machine: given for machine, given in knobs.items() if isinstance(given, dict)} \
+            if isinstance(knobs, dict) else {}
     knobs_a, knobs_b = read(a), read(b)
     changed = []
     for machine in MACHINES:

@@ -16,6 +16,7 @@ Definitions (also shown in the report):
 from __future__ import annotations
 
 import csv
+import io
 import math
 import time
 from collections import Counter, defaultdict
@@ -27,6 +28,12 @@ from lab.analysis.numbers import percentile
 # A failed sample's message can carry a whole answer (JMeter writes it into the CSV): Python's default field
 # limit (128 KiB) would stop the reading at such a row. The limit is the process's, and every reader here is the lab's.
 csv.field_size_limit(2**31 - 1)
+
+
+def csv_rows(text: str) -> list[list[str]]:
+    """Complete CSV records as rows, whatever a field's length: a reader elsewhere (the live progress) takes
+    its rows here, so it never reads with the default limit."""
+    return list(csv.reader(io.StringIO(text)))
 
 PERCENTILES = (50, 90, 95, 99)
 ERROR_RATE_THRESHOLD = 0.01

@@ -9,7 +9,6 @@ Its files, kept in the run folder (jmeter/generator/): the results as any machin
 "default" loads the target), target.json (where it listened, how it was loaded), the target's config and log."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ from lab.load.processes import kill
 from lab.load.profile import LoadError, LoadResult
 from lab.load.run import run
 from lab.machines.manifest import role_os_value
-from lab.runfolder import JMeterFolder
+from lab.runfolder import JMeterFolder, RunFolder
 
 PORT = 8099
 PATH = "/ceiling.txt"
@@ -99,8 +98,7 @@ def measure(network: ClientNetwork, out: JMeterFolder, slo: Slo, cpus: str | Non
     """The ceiling's load into out (target.json says what it loaded); LoadError when it cannot be measured."""
     steps = profile(slo)
     with static_target(network, out.root) as url:
-        out.root.joinpath("target.json").write_text(json.dumps(
-            {"url": url + PATH, "group": GROUP, "where": network.where,
-             "profile": {"model": steps.model, **asdict(steps)}}, indent=2))
+        RunFolder.write_json(out.root / "target.json", {"url": url + PATH, "group": GROUP, "where": network.where,
+                                                        "profile": {"model": steps.model, **asdict(steps)}})
         return run({GROUP: url}, steps, out.root, schedule="sequential", path=PATH, allow_any_host=True,
                    network=network, cpus=cpus, dashboards=False)

@@ -2,14 +2,13 @@
 into a line per machine and a bar."""
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.analysis.jmeter import csv_rows
 from lab.analysis.numbers import clock, percentile
 from lab.load.openmodel import StepWatch
 
@@ -36,7 +35,7 @@ class _CsvTail:
         records, self.pending = _complete_records(self.pending + data)
         if not records:
             return []
-        rows = list(csv.reader(io.StringIO(records.decode("utf-8", errors="replace"))))
+        rows = csv_rows(records.decode("utf-8", errors="replace"))
         if self.columns is None and rows:
             header = rows.pop(0)
             self.columns = {name: index for index, name in enumerate(header)}
