@@ -116,9 +116,9 @@ def checked_vars(path: Path, label: str, what: str, templates: bool, ansible_dir
                  content: bytes | None = None) -> dict:
     """A vars file the user gives machines on top of their host_vars (a machine profile, a knobs file): a mapping
     whose every key some role declares (a misspelled one would be ignored), none of the lab's own (RESERVED) nor
-    Ansible's connection variables nor where a role installs, what it runs or downloads (WHERE); templates: whether
-    values may hold template syntax (a profile may not: Ansible would run it as root on this host; a knobs file is
-    a host_vars file and may, as the roles' own do). label names what the user typed in every error, what the kind
+    Ansible's connection variables; templates: whether values may hold template syntax (a profile may not: Ansible
+    would run it as root on this host, nor may it set where a role installs, what it runs or downloads, WHERE; a
+    knobs file is a host_vars file and may, as the roles' own do). label names what the user typed in every error, what the kind
     of file. content: the file's bytes as the caller read them, the very bytes it hands on (else read here, once)."""
     ansible_dir = ansible_dir or ANSIBLE_DIR
     try:
@@ -137,7 +137,9 @@ def checked_vars(path: Path, label: str, what: str, templates: bool, ansible_dir
     if reserved:
         raise StepFailed(f"{label}: {path}: {', '.join(reserved)}: the lab's own account, folders and "
                          f"secrets are not {what}'s to change")
-    located = sorted(str(key) for key in data if str(key).endswith(WHERE))
+    # (a knobs file may name the roles' own folders through templates, as a tune's best.yml does for APR's library;
+    # whoever writes one could run anything as root anyway)
+    located = [] if templates else sorted(str(key) for key in data if str(key).endswith(WHERE))
     if located:
         raise StepFailed(f"{label}: {path}: {', '.join(located)}: where a role installs, what it runs and what it "
                          f"downloads are the roles' own (provisioning acts on them as root), not {what}'s to change")
