@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,18 @@ def test_under_cis_limit_a_tier_that_took_longer_here_than_is_left_is_not_starte
     # without a deadline (not CI) or with room for it, it runs
     assert tiers.run(plan, make=("sh", "-c")) == 0 and ran.read_text().split() == ["build", "build", "vm"]
     assert tiers.run(plan, make=("sh", "-c"), deadline_s=6000) == 0 and ran.read_text().split()[-1] == "vm"
+
+
+def test_under_cis_limit_a_tier_this_host_never_ran_is_judged_by_its_measured_time(tiers, tmp_path, capsys):
+    # a CI host's first run has no record: a tier known to take longer than is left is not started either
+    ran = tmp_path / "ran"
+    plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)),
+            tiers.Tier("vm", 100, (f"echo vm >> {ran}",), measured_s=2700))
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=2000) == 0
+    assert ran.read_text().split() == ["build"]
+    assert re.search(r"tiers: vm: NOT RUN: it takes about 2700 s \(measured on this project's machine; no record on "
+                     r"this host\), and (1999|2000) s were left", capsys.readouterr().out)
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=3000) == 0 and ran.read_text().split()[-1] == "vm"
+    # the host's own record, once there is one, is what counts
+    (tmp_path / "host" / "tiers-last.json").write_text(json.dumps({"vm": 100}))
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=2000) == 0 and ran.read_text().split()[-1] == "vm"
