@@ -26,8 +26,8 @@ KNOB_PREFIXES = ("httpd_", "camel_app_", "tomcat_native_", "mock_service_", "pcp
 VARS_SUFFIXES = {".yml", ".yaml", ".json", ""}
 RESERVED = ("lab_",)                    # the lab role's account, home and secrets (ansible_* are unknown to roles)
 TEMPLATE_MARKS = ("{{", "{%", "{#")
-# Variables naming a folder root writes, a program root runs or a download root builds: a profile or knobs file
-# sets how the software runs, never what it is or where it lives.
+# Variables naming a folder root writes, a program root runs or a download root builds: a machine profile sets how
+# the software runs, never what it is or where it lives.
 WHERE = ("_home", "_dir", "_python", "_package", "_download_url", "_download_checksum")
 
 

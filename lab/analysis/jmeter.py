@@ -35,6 +35,7 @@ def csv_rows(text: str) -> list[list[str]]:
     its rows here, so it never reads with the default limit."""
     return list(csv.reader(io.StringIO(text)))
 
+
 PERCENTILES = (50, 90, 95, 99)
 ERROR_RATE_THRESHOLD = 0.01
 THRESHOLD_BUCKET_S = 10                 # = LATENCY_BUCKET_S: the threshold is read on the latency buckets

@@ -58,11 +58,7 @@ def _watch(machines: list[str]) -> tuple[ET.Element, ET.Element]:
     _props(group, "stringProp", {"TestPlan.comments": "Sets <machine>.load_on to false once the lab made the file "
                                                       "<machine>.load_ended names.",
                                  "ThreadGroup.on_sample_error": "continue"})
-    loop = ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller", "elementType": "LoopController",
-                                                "guiclass": "LoopControlPanel", "testclass": "LoopController",
-                                                "testname": "Loop Controller"})
-    _props(loop, "stringProp", {"LoopController.loops": "-1"})
-    _props(loop, "boolProp", {"LoopController.continue_forever": "false"})
+    _loop(group, -1)
     _props(group, "stringProp", {"ThreadGroup.num_threads": "1", "ThreadGroup.ramp_time": "0",
                                  "ThreadGroup.duration": "${__P(watch_s,1)}", "ThreadGroup.delay": "0"})
     _props(group, "boolProp", {"ThreadGroup.delayedStart": "false", "ThreadGroup.scheduler": "true",
