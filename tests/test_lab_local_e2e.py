@@ -100,7 +100,8 @@ def said_headline(stderr: str, summary: dict) -> None:
              r"and errors <= [\d.]+%\):$")
         for machine in ("default", "tuned"):
             found = summary["machines"][machine]["capacity"]
-            shown = "none" if found["capacity_rps"] is None else f"{found['capacity_rps']} req/s"
+            shown = "none" if found["capacity_rps"] is None else \
+                f"{'at least ' if found.get('reached_max') else ''}{found['capacity_rps']} req/s"
             said(rf"^  {machine}\s+capacity {re.escape(shown)}")
         if summary["capacity"].get("ratio") is not None:
             said(rf"^  tuned/default capacity: {summary['capacity']['ratio']:.2f}x$")
