@@ -42,15 +42,6 @@ def _props(element: ET.Element, kind: str, values: dict[str, str]) -> None:
         ET.SubElement(element, kind, {"name": name}).text = value
 
 
-def _loop(group: ET.Element, loops: int) -> None:
-    """A thread group's main controller: its thread's loops (-1: until the group's duration ends)."""
-    loop = ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller", "elementType": "LoopController",
-                                                "guiclass": "LoopControlPanel", "testclass": "LoopController",
-                                                "testname": "Loop Controller"})
-    _props(loop, "stringProp", {"LoopController.loops": str(loops)})
-    _props(loop, "boolProp", {"LoopController.continue_forever": "false"})
-
-
 def _watch(machines: list[str]) -> tuple[ET.Element, ET.Element]:
     """The watch's thread group (one thread, for the schedule's length) and its hashTree (a JSR223 sampler whose
     compiled script is cached, its results ignored)."""
@@ -58,7 +49,11 @@ def _watch(machines: list[str]) -> tuple[ET.Element, ET.Element]:
     _props(group, "stringProp", {"TestPlan.comments": "Sets <machine>.load_on to false once the lab made the file "
                                                       "<machine>.load_ended names.",
                                  "ThreadGroup.on_sample_error": "continue"})
-    _loop(group, -1)
+    loop = ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller", "elementType": "LoopController",
+                                                "guiclass": "LoopControlPanel", "testclass": "LoopController",
+                                                "testname": "Loop Controller"})
+    _props(loop, "stringProp", {"LoopController.loops": "-1"})
+    _props(loop, "boolProp", {"LoopController.continue_forever": "false"})
     _props(group, "stringProp", {"ThreadGroup.num_threads": "1", "ThreadGroup.ramp_time": "0",
                                  "ThreadGroup.duration": "${__P(watch_s,1)}", "ThreadGroup.delay": "0"})
     _props(group, "boolProp", {"ThreadGroup.delayedStart": "false", "ThreadGroup.scheduler": "true",
