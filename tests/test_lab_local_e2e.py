@@ -107,11 +107,16 @@ def said_headline(stderr: str, summary: dict) -> None:
             said(rf"^  tuned/default capacity: {summary['capacity']['ratio']:.2f}x$")
     else:
         run = summary["run"]
-        said(rf"^Result \({run['schedule']}, {run['profile']['users']} users per machine, \d+:\d\d of load( each)?; ")
-        for machine in ("default", "tuned"):
-            load = summary["machines"][machine]["load"]
-            shown = load if load["window"].get("settled") is not False else load["all"]
+        loads = {machine: summary["machines"][machine]["load"] for machine in ("default", "tuned")}
+        # one machine that never settled puts both on the same basis: their whole runs, and no ratio
+        unsettled = [machine for machine, load in loads.items() if load["window"].get("settled") is False]
+        said(rf"^Result \({run['schedule']}, {run['profile']['users']} users per machine, \d+:\d\d of load( each)?; "
+             + ("whole run: no steady state" if unsettled else "steady state") + r"\):$")
+        for machine, load in loads.items():
+            shown = load["all"] if unsettled else load
             said(rf"^  {machine}\s+{shown['throughput_rps']:,.1f} req/s\s+{shown['errors']:,} errors ")
+        if unsettled:
+            said(rf"^  No ratio: {' and '.join(unsettled)} did not reach a steady state\.$")
     said(r"^  One trial: the ratio carries no interval" if summary.get("kind") != "repeated" else r"^  tuned/default ")
 
 
