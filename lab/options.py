@@ -373,4 +373,6 @@ def _steps(args: argparse.Namespace, base: load.StepLoad | None) -> load.StepLoa
                    error_pct=errors if errors is not None else steps.slo.error_pct)
     if "warmup_s" in overrides:         # a climbing warm-up keeps as many of its segments as the length divides into
         overrides["warmup_steps"] = max(n for n in range(1, steps.warmup_steps + 1) if overrides["warmup_s"] % n == 0)
+    if "start_rps" in overrides and steps.warmup_rps:   # and climbs from a quarter of the first step, as a refinement's
+        overrides["warmup_rps"] = max(1, start // 4)
     return replace(steps, **overrides, slo=slo)

@@ -385,10 +385,18 @@ def test_capacity_warms_a_restarted_jvm_up_climbing_and_never_above_its_first_st
     def steps(*argv: str):
         return options.experiment(cli._parser().parse_args(["capacity", *argv])).profile
     assert steps("--quick").segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 10, False)]
-    # a first step under the climb's first rate: the warm-up at that step's rate, said as such
+    # the full steps too (cold JVMs given their first step at once failed a third of it), and any warm-up typed
+    assert steps().segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 15, False)]
+    assert "after a 30 s warm-up climbing from 25 to 75 req/s (not judged)" in steps().describe()
+    assert steps("--warmup", "60").segments()[:3] == [(25, 20, True), (50, 20, True), (75, 20, True)]
+    # from a quarter of the first step typed, whichever it is, as a refinement climbs to the rate it rechecks
+    high = steps("--start-rate", "200", "--warmup", "30")
+    assert high.segments()[:4] == [(50, 10, True), (100, 10, True), (150, 10, True), (200, 15, False)]
     low = steps("--quick", "--start-rate", "20")
-    assert low.segments()[:4] == [(20, 10, True), (20, 10, True), (20, 10, True), (20, 10, False)]
-    assert "after a 30 s warm-up (not judged)" in low.describe()
+    assert low.segments()[:4] == [(5, 10, True), (10, 10, True), (15, 10, True), (20, 10, False)]
+    assert steps("--start-rate", "3").warmup_rates() == [1, 1, 2]
+    # none asked for: none
+    assert not any(warm for _, _, warm in steps("--warmup", "0").segments())
 
 def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_path):
     from lab.analysis.headline import headline
