@@ -10,6 +10,8 @@ from pathlib import Path
 
 from lab import experiment, given_knobs, lifecycle, limits, load, options, profiles, runfolder, scenario, status
 from lab.ablation import command as ablation_command
+from lab.analysis import thresholds
+from lab.analysis.compare import gate
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines import MACHINES, choose, manifest
@@ -96,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
                                                          "./start.sh compare RUN_A RUN_B (run ids in runs/, or paths)")
     compare_parser.add_argument("run_a", metavar="RUN_A")
     compare_parser.add_argument("run_b", metavar="RUN_B")
+    compare_parser.add_argument("--fail-if-worse", type=float, metavar="PCT",
+                                help="a gate with RUN_A as the baseline: exit 3 (and a JUnit file beside the page) "
+                                     "when a machine's capacity or throughput, or its p95, is worse in RUN_B by "
+                                     "more than PCT percent (with both runs repeated: its whole 95%% interval)")
     status_parser = commands.add_parser("status", parents=[common], help="what each machine really runs")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands.add_parser("down", parents=[common], help="stop and remove everything the lab created")
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
         print("start.sh: put jmeter first: ./start.sh jmeter [JMETER ARGUMENTS]", file=sys.stderr)
         return 2
     if args.command == "compare":                   # reads saved runs only: no machine, no backend
-        return run_compare(args.run_a, args.run_b)
+        return run_compare(args.run_a, args.run_b, args.fail_if_worse)
     host = host or HostLab()
     try:
         # A bad option fails here, before anything starts.
@@ -221,8 +227,10 @@ def _saved_run(typed: str, which: str) -> Path:
     raise StepFailed(f"compare: {which} {typed!r} is not a run folder (none there, nor {runfolder.RUNS / typed})")
 
 
-def run_compare(typed_a: str, typed_b: str) -> int:
+def run_compare(typed_a: str, typed_b: str, worse_pct: float | None = None) -> int:
     try:
+        if worse_pct is not None and not worse_pct >= 0:
+            raise StepFailed(f"compare: --fail-if-worse {worse_pct:g}: must be a percentage, 0 or more")
         run_a, run_b = _saved_run(typed_a, "RUN_A"), _saved_run(typed_b, "RUN_B")
         if run_a == run_b:
             raise StepFailed(f"compare: RUN_A and RUN_B are the same run ({run_a})")
@@ -232,7 +240,19 @@ def run_compare(typed_a: str, typed_b: str) -> int:
         return 1
     print("\n".join(compare_page.lines(result)), file=sys.stderr)
     print(f"Report: {page}", file=sys.stderr)
-    return 0
+    if worse_pct is None:
+        return 0
+    results = gate(result, worse_pct)
+    if not results:
+        results = thresholds.unchecked({f"worse by at most {worse_pct:g}%": worse_pct},
+                                       "neither run has a capacity, a throughput or a p95 to compare")
+    junit = thresholds.junit(results, page.parent.name, page.parent / "thresholds.xml")
+    broken = [r for r in results if not r["passed"]]
+    print(f"\nFail if worse than RUN_A by more than {worse_pct:g}%: {len(results) - len(broken)} of {len(results)} "
+          f"passed (JUnit: {junit})", file=sys.stderr)
+    for row in results:
+        print(f"  {row['message']}", file=sys.stderr)
+    return 3 if broken else 0
 
 
 def show_status(backend: Backend, as_json: bool) -> int:

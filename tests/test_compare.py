@@ -173,3 +173,80 @@ def test_a_failure_message_longer_than_pythons_csv_field_limit_is_read(tmp_path)
                        "1700000000100,8,tuned,200,OK,true,\n")
     samples = read_results(results)
     assert len(samples) == 2 and samples.elapsed == [12, 8]
+
+
+@pytest.fixture
+def gate_in(tmp_path, monkeypatch):
+    """cli.main(["compare", ..., "--fail-if-worse", PCT]) on runs under tmp_path, its page written there too."""
+    monkeypatch.setenv("LAB_CALLER_DIR", str(tmp_path))
+    render = compare_page.render
+    monkeypatch.setattr(compare_page, "render", lambda a, b: render(a, b, tmp_path))
+    return tmp_path
+
+
+def _junit(root: Path, a: str, b: str) -> str:
+    return (root / "compare" / f"{a}-vs-{b}" / "thresholds.xml").read_text()
+
+
+def test_a_baseline_gate_fails_on_a_figure_worse_by_more_than_it_allows(gate_in, capsys):
+    # B/A of one trial each: tuned serves 10% less, and its p95 is 25% longer; default is as it was.
+    _run(gate_in / "a", [(100, 100)])
+    b = _run(gate_in / "b", [(100, 90)])
+    summary = json.loads((b / "summary.json").read_text())
+    summary["comparison"][1].update(tuned=50.0)                 # p95: 40 ms in A, 50 in B
+    (b / "summary.json").write_text(json.dumps(summary))
+    assert cli.main(["compare", "a", "b", "--fail-if-worse", "5"]) == 3
+    err = capsys.readouterr().err
+    assert "Fail if worse than RUN_A by more than 5%: 2 of 4 passed" in err
+    assert "  BROKEN: tuned throughput_rps (B/A >= 0.95x): B/A 0.90x" in err
+    assert "  BROKEN: tuned p95_ms (B/A <= 1.05x): B/A 1.25x" in err
+    assert "  passed: default throughput_rps (B/A >= 0.95x): B/A 1.00x" in err
+    junit = _junit(gate_in, "a", "b")
+    assert 'tests="4"' in junit and 'failures="2"' in junit and "tuned throughput_rps" in junit
+    # a looser gate lets the same runs pass, and says so
+    assert cli.main(["compare", "a", "b", "--fail-if-worse", "30"]) == 0
+    assert "4 of 4 passed" in capsys.readouterr().err and 'failures="0"' in _junit(gate_in, "a", "b")
+    # without the option: the comparison alone, whatever it shows
+    assert cli.main(["compare", "a", "b"]) == 0
+
+
+def test_a_baseline_gate_on_repeated_runs_fails_only_where_the_trials_show_a_regression(gate_in, capsys):
+    # tuned: 10% less on the mean, but its trials spread so that the interval reaches above 0.95x: not shown
+    _run(gate_in / "a", [(100, 100), (100, 100), (100, 100)])
+    _run(gate_in / "b", [(100, 70), (100, 100), (100, 100)])
+    assert cli.main(["compare", "a", "b", "--fail-if-worse", "5"]) == 0, capsys.readouterr().err
+    assert "  passed: tuned throughput_rps (B/A >= 0.95x): B/A 0.90x, 95% interval 0.70x-1.00x" \
+        in capsys.readouterr().err
+    # every trial 10% less: the whole interval is below 0.95x
+    _run(gate_in / "c", [(100, 90), (100, 91), (100, 89)])
+    assert cli.main(["compare", "a", "c", "--fail-if-worse", "5"]) == 3
+    assert "  BROKEN: tuned throughput_rps (B/A >= 0.95x): B/A 0.90x, 95% interval 0.89x-0.91x" \
+        in capsys.readouterr().err
+
+
+def test_a_baseline_gate_cannot_pass_a_figure_it_cannot_compare(gate_in, capsys):
+    # B never settled: no throughput to set against A's, broken rather than passed
+    _run(gate_in / "a", [(100, 100)])
+    b = _run(gate_in / "b", [(100, 90)])
+    summary = json.loads((b / "summary.json").read_text())
+    summary["comparison"][0].update(default=None, tuned=None)
+    (b / "summary.json").write_text(json.dumps(summary))
+    assert cli.main(["compare", "a", "b", "--fail-if-worse", "5"]) == 3
+    assert "  BROKEN: tuned throughput_rps (B/A >= 0.95x): no B/A (no figure in one of the runs)" \
+        in capsys.readouterr().err
+    # runs with none of the gated figures: the gate is broken, never passed unchecked
+    for run in ("a", "b"):
+        summary = json.loads((gate_in / run / "summary.json").read_text())
+        summary["comparison"] = [row for row in summary["comparison"] if row["key"] == "error_rate"]
+        (gate_in / run / "summary.json").write_text(json.dumps(summary))
+    assert cli.main(["compare", "a", "b", "--fail-if-worse", "5"]) == 3
+    assert "neither run has a capacity, a throughput or a p95 to compare" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("typed", ["-5", "nan"])
+def test_a_baseline_gate_of_no_percentage_is_refused_before_anything_is_written(gate_in, capsys, typed):
+    _run(gate_in / "a", [(100, 100)])
+    _run(gate_in / "b", [(100, 90)])
+    assert cli.main(["compare", "a", "b", f"--fail-if-worse={typed}"]) == 1
+    assert f"compare: --fail-if-worse {typed}: must be a percentage, 0 or more" in capsys.readouterr().err
+    assert not (gate_in / "compare").exists()

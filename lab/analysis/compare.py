@@ -3,6 +3,7 @@ each machine's figures in A and in B, B/A with its 95% interval when the runs ha
 independent: an unpaired bootstrap, lab/analysis/trials.py), and each run's own tuned/default ratio.
 
     compare(run_a, run_b) -> dict
+    gate(result, worse_pct) -> list[dict]     compare --fail-if-worse: each gated figure, passed or BROKEN
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from lab.analysis import repeated, trials
 from lab.analysis import summary as single
+from lab.analysis.text import times
 from lab.errors import StepFailed
 from lab.machines import MACHINES
 from lab.runfolder import RunFolder
@@ -113,3 +115,36 @@ def _comparable(figures_a: list[dict], figures_b: list[dict]) -> str | None:
     if figures_a and figures_b and shape(figures_a) != shape(figures_b):
         return "the runs differ in their load, schedule or backend: B/A mixes that difference with any other"
     return None
+
+
+# What a baseline gate judges, on each machine: its headline rate and its p95 (B/A means something for each; an error
+# rate of 0 in the baseline has no ratio).
+GATED = ("capacity_rps", "throughput_rps", "p95_ms")
+
+
+def gate(result: dict, worse_pct: float) -> list[dict]:
+    """compare RUN_A RUN_B --fail-if-worse PCT: each gated figure of each machine, B against A as the baseline, in
+    the rows thresholds use (lab/analysis/thresholds.py: the same JUnit file, exit code 3). Worse than A by more than
+    PCT breaks it: with an interval (both runs repeated) only when the whole 95% interval is, a regression the trials
+    show rather than noise; else by B/A itself. A figure with no B/A (one run lacks it, or A's is 0) breaks it: it
+    cannot be shown to pass."""
+    results = []
+    for row in result["rows"]:
+        if row["key"] not in GATED or row["of"] not in MACHINES:
+            continue
+        higher = row["better"] == "higher"
+        limit = 1 - worse_pct / 100 if higher else 1 + worse_pct / 100
+        best = row["high"] if higher else row["low"]            # the interval's end most in B's favour
+        judged = best if best is not None else row["b_over_a"]
+        passed = judged is not None and (judged >= limit if higher else judged <= limit)
+        name = f"{row['key']} worse by at most {worse_pct:g}%"
+        if row["b_over_a"] is None:
+            shown = f"no B/A ({row.get('note') or 'no figure'})"
+        else:
+            interval = f", 95% interval {times(row['low'])}-{times(row['high'])}" if row["low"] is not None else ""
+            shown = f"B/A {times(row['b_over_a'])}{interval}"
+        results.append({"threshold": name, "machine": row["of"], "limit": round(limit, 6), "value": judged,
+                        "passed": passed,
+                        "message": f"{'passed' if passed else 'BROKEN'}: {row['of']} {row['key']} "
+                                   f"(B/A {'>=' if higher else '<='} {limit:.2f}x): {shown}"})
+    return results
