@@ -444,3 +444,30 @@ def test_the_dashboard_describes_every_sample_not_the_last_20000(tmp_path: Path)
     assert_agrees_with_the_dashboard(results, dashboards["default"])
     total = json.loads((dashboards["default"].parent / "statistics.json").read_text())["Total"]
     assert total["medianResTime"] > 400          # the last 20,000 alone would say 8 ms
+
+
+@pytest.mark.fast
+def test_a_finished_machines_line_keeps_the_rate_it_ran_at_not_its_drain(tmp_path) -> None:
+    from lab.load.progress import _MachineProgress
+    results = tmp_path / "results.csv"
+    results.write_text("timeStamp,elapsed,success,grpThreads\n")
+    machine = _MachineProgress("default", results)
+    machine.start(100.0)
+
+    def arrive(count: int, elapsed_ms: int) -> None:
+        with results.open("a") as stream:
+            stream.writelines(f"{1_700_000_000_000 + i},{elapsed_ms},true,20\n" for i in range(count))
+    arrive(3500, 30)
+    machine.poll(105.0)                     # 3,500 in 5 s
+    arrive(10, 90)
+    machine.finish(110.0)                   # the drain: 10 more in the 5 s its load ended in
+    line = machine.snapshot(110.0)
+    assert line["samples"] == 3510 and line["state"] == "done" and line["active_threads"] == 0
+    assert line["requests_per_s"] == 700.0 and line["p95_ms"] == 30, line
+    # a machine that ended before its first poll shows what it did, rather than nothing
+    results.write_text("timeStamp,elapsed,success,grpThreads\n")
+    short = _MachineProgress("tuned", results)
+    short.start(100.0)
+    arrive(40, 12)
+    short.finish(102.0)
+    assert short.snapshot(102.0)["requests_per_s"] == 20.0 and short.snapshot(102.0)["p95_ms"] == 12
