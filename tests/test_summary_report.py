@@ -538,9 +538,21 @@ def test_knobs_given_by_up_are_said_with_the_knobs_that_differ(real_run: Path, t
     run["given_knobs"] = {"tuned": {"machine": "tuned", "source": "/lab/runs/20261128-161952/best.yml",
                                     "sha256": "0123456789abcdef" * 4}}
     (run_dir / "run.json").write_text(json.dumps(run))
+    # where each machine lives differs by its name only: wiring, said apart from the tuning; a path that differs
+    # otherwise is a knob
+    knobs = json.loads((run_dir / "knobs.json").read_text())
+    for machine in load.MACHINES:
+        knobs[machine].update(pcp_home=f"/var/lib/lab/machines/{machine}/pcp", camel_app_node_name=machine,
+                              camel_app_native_library_dir=f"/opt/{'tcnative' if machine == 'tuned' else 'none'}")
+    (run_dir / "knobs.json").write_text(json.dumps(knobs))
     html = report.render(run_dir).read_text()          # summary.json made on the way
-    assert json.loads((run_dir / "summary.json").read_text())["run"]["given_knobs"] == run["given_knobs"]
+    written = json.loads((run_dir / "summary.json").read_text())
+    assert written["run"]["given_knobs"] == run["given_knobs"]
+    assert written["knobs"]["wiring"] == ["camel_app_node_name", "pcp_home"], written["knobs"]
+    assert "camel_app_native_library_dir" in {row["variable"] for row in written["knobs"]["differ"]}
     section = html[html.index('<section id="knobs">'):html.index('<section id="observed">')]
+    assert "Not tuning, so not above: 2 variables differ only by the machine's own name" in section
+    assert "<td><code>pcp_home</code></td>" not in section and "<td><code>httpd_mpm</code></td>" in section
     assert re.search(r"The .*tuned.* machine's knobs: its host_vars, then <code>/lab/runs/20261128-161952/best.yml"
                      r"</code> \(sha256 0123456789ab\), given by <code>./start.sh up --knobs</code>", section), section
 

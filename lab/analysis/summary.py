@@ -12,6 +12,7 @@ may be missing: the summary then says so (`problems`, and `missing` per machine)
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -363,16 +364,25 @@ def _knobs(knobs: dict | None) -> dict:
         return {"differ": [], "same": 0, "available": False}
     default = knobs.get("default") if isinstance(knobs.get("default"), dict) else {}
     tuned = knobs.get("tuned") if isinstance(knobs.get("tuned"), dict) else {}
-    differ, same = [], 0
+    differ, wiring, same = [], [], 0
     for variable in sorted(set(default) | set(tuned)):
         a, b = default.get(variable, "(unset)"), tuned.get(variable, "(unset)")
-        if json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str):
+        a_text, b_text = (json.dumps(value, sort_keys=True, default=str) for value in (a, b))
+        if a_text == b_text:
             same += 1
+        elif _named(a_text, "default") == _named(b_text, "tuned"):
+            wiring.append(variable)         # a home, a path, a node name: where each machine is, not its tuning
         else:
             differ.append({"variable": variable, "default": a, "tuned": b})
     # A run from before the lab rendered the roles' values kept them as written ("{{ camel_app_home }}/gc").
     unrendered = sum("{{" in json.dumps(row[m], default=str) for row in differ for m in ("default", "tuned"))
-    return {"differ": differ, "same": same, "available": bool(default or tuned), "unrendered": unrendered}
+    return {"differ": differ, "wiring": wiring, "same": same, "available": bool(default or tuned),
+            "unrendered": unrendered}
+
+
+def _named(text: str, machine: str) -> str:
+    """A value with its machine's name as a whole word (a path's part, a node name) put as MACHINE."""
+    return re.sub(rf"(?<![A-Za-z0-9_]){machine}(?![A-Za-z0-9_])", "MACHINE", text)
 
 
 def _observed(status: dict | None, machines: list[str]) -> dict:
