@@ -86,8 +86,9 @@ def _step_options(options: argparse.ArgumentParser, steps: load.StepLoad, quick:
     options.add_argument("--step-length", type=int, default=unset, metavar="SECONDS",
                          help=f"each step (default {steps.step_s} s)")
     options.add_argument("--warmup", type=int, default=unset, metavar="SECONDS",
-                         help=f"first, the start rate this long warms each machine up, not judged (default "
-                              f"{steps.warmup_s} s; --quick {load.QUICK_STEPS.warmup_s} s; 0: none)")
+                         help=f"first, this long, each machine warms up climbing from a quarter of the start rate "
+                              f"to three quarters, not judged (default {steps.warmup_s} s; --quick "
+                              f"{load.QUICK_STEPS.warmup_s} s; 0: none)")
     options.add_argument("--resolution", type=int, default=unset, metavar="RPS",
                          help=f"once a knee is found, finer steps this far apart between the last rate met and it, "
                               f"until one misses (default {steps.resolution_rps}; --quick "
