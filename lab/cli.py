@@ -8,7 +8,19 @@ import os
 import sys
 from pathlib import Path
 
-from lab import experiment, given_knobs, lifecycle, limits, load, options, profiles, runfolder, scenario, status
+from lab import (
+    experiment,
+    given_knobs,
+    lifecycle,
+    limits,
+    load,
+    options,
+    profiles,
+    runfolder,
+    scenario,
+    scripted,
+    status,
+)
 from lab.ablation import command as ablation_command
 from lab.analysis import thresholds
 from lab.analysis.compare import gate
@@ -65,11 +77,21 @@ def _machine_options(defaults: bool) -> argparse.ArgumentParser:
     return machine
 
 
+def _json_option(defaults: bool) -> argparse.ArgumentParser:
+    """For scripts: the command's result file on standard output (lab/scripted.py)."""
+    scripting = argparse.ArgumentParser(add_help=False)
+    scripting.add_argument("--json", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                           help="for scripts: once it ends, its result on standard output and nothing else there "
+                                "(a run's summary.json, an ablation's ablation.json, a tune's tune.json)")
+    return scripting
+
+
 def _parser() -> argparse.ArgumentParser:
     common = _common_options(defaults=False)
+    scripting = _json_option(defaults=False)
     parser = argparse.ArgumentParser(
         prog="./start.sh", parents=[_common_options(defaults=True), options.load_options(defaults=True),
-                                    _machine_options(defaults=True)],
+                                    _machine_options(defaults=True), _json_option(defaults=True)],
         description="camel-tuning-lab: a default and a tuned machine, side by side. "
                     "Without a command: up, then run.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -80,17 +102,18 @@ def _parser() -> argparse.ArgumentParser:
     up_parser.add_argument("--strict", action="store_true",
                            help="refuse a machine whose memory budget (an estimate from its knobs of what its "
                                 "processes hold under full load, printed by every up) exceeds its memory model")
-    commands.add_parser("run", parents=[common, options.load_options(defaults=False)],
+    commands.add_parser("run", parents=[common, options.load_options(defaults=False), scripting],
                         help="load both machines side by side, collect the evidence, write the report")
-    commands.add_parser("capacity", parents=[common, options.capacity_options()],
+    commands.add_parser("capacity", parents=[common, options.capacity_options(), scripting],
                         help="each machine's capacity: arrivals stepped up until the SLO is missed, the report "
                              "with the latency-throughput curve and where each broke")
-    commands.add_parser("ablate", parents=[common, options.load_options(defaults=False), options.ablate_options()],
+    commands.add_parser("ablate", parents=[common, options.load_options(defaults=False), options.ablate_options(),
+                                           scripting],
                         help="which knob group bought what: the tuned machine walked from the default machine's "
                              "knobs to its own one group at a time (ansible/knob-groups.yml), each configuration "
                              f"measured with --repeat trials (default {options.ABLATION_REPEAT}) against the default "
                              "machine; prints the plan and its duration first")
-    commands.add_parser("tune", parents=[common, options.tune_options()],
+    commands.add_parser("tune", parents=[common, options.tune_options(), scripting],
                         help="search the knob space (ansible/knob-space.yml) on the tuned machine for the "
                              "configuration with the highest capacity at the SLO, within memory (Optuna's TPE; "
                              f"--budget, default {options.TUNE_BUDGET}); prints the plan first, writes best.yml")
@@ -121,7 +144,12 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
         return 2
     if args.command == "compare":                   # reads saved runs only: no machine, no backend
         return run_compare(args.run_a, args.run_b, args.fail_if_worse)
-    host = host or HostLab()
+    with scripted.stdout_for_result(bool(getattr(args, "json", False)) and args.command != "status"):
+        return _command(args, argv, host or HostLab())
+
+
+def _command(args: argparse.Namespace, argv: list[str], host: HostLab) -> int:
+    """Every command that needs a backend: its options checked before anything starts, then the command."""
     try:
         # A bad option fails here, before anything starts.
         early = [option for option, name in (("--profile", "profile"), ("--memory", "memory"), ("--swap", "swap_mib"),

@@ -9,7 +9,21 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import aa, evidence, generator, interrupts, knee, knobs, load, placement, profiles, provenance, report, status
+from lab import (
+    aa,
+    evidence,
+    generator,
+    interrupts,
+    knee,
+    knobs,
+    load,
+    placement,
+    profiles,
+    provenance,
+    report,
+    scripted,
+    status,
+)
 from lab import limits as lab_limits
 from lab.analysis import thresholds
 from lab.analysis.headline import headline
@@ -377,6 +391,7 @@ def _finish(folder: RunFolder, measured: _Measured) -> int:
     with step("Summarising and writing the report"):
         page = _make_report(folder)
     summary = folder.read_json(folder.summary_json, [], "summary")
+    scripted.result(folder.summary_json)
     if summary:
         try:
             print("\n" + "\n".join(headline(summary)), file=sys.stderr)

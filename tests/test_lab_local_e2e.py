@@ -436,7 +436,8 @@ def test_a_second_run_of_the_playbook_changes_nothing(status, tmp_path):
 def quick_run(status) -> tuple[subprocess.CompletedProcess, Path]:
     in_phase(None)
     # Parallel, as asked: this host's placement alone would load them one after the other (twice as long).
-    result = start_timed("run", "--quick", "--schedule", "parallel", timeout=900)
+    # --json: its summary on standard output for a script, and nothing else there
+    result = start_timed("run", "--quick", "--schedule", "parallel", "--json", timeout=900)
     return result, (REPO / "runs" / "latest").resolve()
 
 
@@ -450,6 +451,7 @@ def test_a_quick_run_loads_both_machines_and_shows_progress(quick_run):
     # It ends with what it found, from its summary, and with what is still running.
     summary = json.loads((run_dir / "summary.json").read_text())
     said_headline(result.stderr, summary)
+    assert json.loads(result.stdout) == summary, result.stdout[:2000]
     assert result.stderr.rstrip().endswith("./start.sh down removes them.")
     assert result.silence[0] <= 10, result.silence
     assert "Next: ./start.sh" not in result.stderr         # a run is not followed by what comes after up
@@ -946,9 +948,10 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
     result = start("capacity", "--quick", "--schedule", "sequential", "--start-rate", str(plan["start_rps"]),
                    "--step-rate", str(plan["step_rps"]), "--step-length", str(plan["step_s"]), "--max-rate",
                    str(plan["max_rps"]), "--warmup", str(plan["warmup_s"]), "--threshold", "capacity_rps_min=100000",
-                   timeout=900)
+                   "--json", timeout=900)
     assert result.returncode == 3, result.stderr[-4000:]
     run_dir = (REPO / "runs" / "latest").resolve()
+    assert json.loads(result.stdout) == json.loads((run_dir / "summary.json").read_text())    # broken, yet whole
     assert re.search(r"^  BROKEN: capacity_rps_min \(default capacity_rps >= 100000 req/s\): \d+ req/s$", result.stderr,
                      re.M), result.stderr[-2000:]
     junit = (run_dir / "thresholds.xml").read_text()

@@ -209,3 +209,13 @@ def test_an_input_of_an_unexpected_shape_is_left_out_and_said_not_a_traceback(st
     summary = summarize(stored_run, write=False, use_gcviewer=False)
     assert any(problem in p for p in summary["problems"]), summary["problems"]
     assert summary["machines"]["default"]["load"]["samples"] > 0          # the rest is still summarised
+
+
+def test_every_module_and_test_file_is_named_in_its_folders_readme() -> None:
+    # A newcomer reads a folder's README to find a file: one it does not name is one they do not find.
+    for folder, files in ((LAB, [p for p in LAB.rglob("*.py") if p.name != "__init__.py"]),
+                          (REPO / "tests", sorted((REPO / "tests").glob("test_*.py")))):
+        readme = (folder / "README.md").read_text()
+        unnamed = sorted(str(p.relative_to(folder)) for p in files if f"{p.name}`" not in readme
+                         and f"{p.name} " not in readme and f"{p.name})" not in readme)
+        assert unnamed == [], f"{folder / 'README.md'} does not name {unnamed}"

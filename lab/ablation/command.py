@@ -7,7 +7,7 @@ import hashlib
 import sys
 from dataclasses import dataclass, replace
 
-from lab import experiment, load, options, runfolder
+from lab import experiment, load, options, runfolder, scripted
 from lab.ablation import groups as knob_groups
 from lab.ablation.folder import MEASURES, Ablation
 from lab.ablation.groups import Group
@@ -108,6 +108,7 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
             raise StepFailed(f"{error}. What was measured is kept: ./start.sh ablate --resume {ablation.root.name} "
                              "continues it") from error
     page = ablation_page.render(ablation)
+    scripted.result(ablation.file)
     print(f"\n{result['sentence']}", file=sys.stderr)
     print(f"\nAblation folder: {ablation.root}\nReport: {page}", file=sys.stderr)
     return 0

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import experiment, load, options, runfolder
+from lab import experiment, load, options, runfolder, scripted
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
@@ -93,6 +93,7 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
 
     found = result(study, tuning, space, plan, base)
     page = tune_page.render(tuning)
+    scripted.result(tuning.file)
     print(f"\n{found['sentence']}", file=sys.stderr)
     if found["best_file"]:
         print(f"Best configuration: {found['best_file']}\n  to give it to the tuned machine: ./start.sh up --knobs "
