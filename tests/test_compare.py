@@ -250,3 +250,16 @@ def test_a_baseline_gate_of_no_percentage_is_refused_before_anything_is_written(
     assert cli.main(["compare", "a", "b", f"--fail-if-worse={typed}"]) == 1
     assert f"compare: --fail-if-worse {typed}: must be a percentage, 0 or more" in capsys.readouterr().err
     assert not (gate_in / "compare").exists()
+
+
+def test_the_terminal_lines_give_each_figure_in_its_unit(tmp_path):
+    a, b = _run(tmp_path / "a", [(100, 100)]), _run(tmp_path / "b", [(100, 90)])
+    for run, peak in ((a, 331_000_000), (b, 347_000_000)):
+        summary = json.loads((run / "summary.json").read_text())
+        summary["comparison"].append({"key": "peak_memory_bytes", "default": peak, "tuned": peak, "ratio": 1.0})
+        (run / "summary.json").write_text(json.dumps(summary))
+    lines = compare_page.lines(compare(a, b))
+    memory = next(line for line in lines if line.startswith("  default  peak_memory_bytes"))
+    assert "A   316 MiB   B   331 MiB" in memory and "e+" not in memory, memory
+    errors = next(line for line in lines if line.startswith("  default  error_rate"))
+    assert "A     1.20%   B     1.20%" in errors, errors

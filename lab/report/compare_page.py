@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from lab.analysis.compare import compare
@@ -26,6 +27,17 @@ def render(run_a: Path, run_b: Path, runs: Path = RUNS) -> tuple[dict, Path]:
     return result, path
 
 
+def _in_unit(value: float | None, unit: str) -> str:
+    """A figure as its row's unit reads: bytes in MiB, a rate of errors in %, the rest as it is."""
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return f"{value / 2**20:,.0f} MiB"
+    if unit == "%":
+        return f"{value * 100:.2f}%"
+    return f"{value:.4g}"
+
+
 def lines(result: dict) -> list[str]:
     """The headline figures of both runs, B/A with its interval."""
     a, b = result["a"], result["b"]
@@ -35,7 +47,7 @@ def lines(result: dict) -> list[str]:
         if row["key"] not in HEADLINE_KEYS:
             continue
         interval = f" (95% interval {times(row['low'])}-{times(row['high'])})" if row["low"] is not None else ""
-        shown = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+        shown = partial(_in_unit, unit=row["unit"])
         out.append(f"  {row['of']:<8} {row['key']:<18} A {shown(row['a']):>9}   B {shown(row['b']):>9}   "
                    f"B/A {times(row['b_over_a']) if row['b_over_a'] is not None else '-'}{interval}")
     if result["knobs"]:
