@@ -175,8 +175,10 @@ def _command(args: argparse.Namespace, argv: list[str], host: HostLab) -> int:
         host.check(args.command or "up", args.backend)
         host.check_inventory(args.command or "up", args.inventory)
         if plan is not None:
+            # --limits: a closed model's only (options.experiment refuses it with an open one)
             runfolder.check_free_space(plan.repeat * (load.run_folder_bytes(plan.profile) + (
-                2 * load.run_folder_bytes(limits.profile_for(plan.profile)) if plan.host_limits else 0)))
+                2 * load.run_folder_bytes(limits.profile_for(plan.profile))
+                if plan.host_limits and isinstance(plan.profile, load.LoadProfile) else 0)))
         backend = choose.choose(args.backend, args.inventory)
         setup = lifecycle.MachineSetup.of(args, plan.machines if plan and args.command is None else None, backend)
         setup.check(backend)

@@ -289,11 +289,11 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
     # JMeter on CPUs of its own when the placement gives it some (taskset)
     cpus = setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None
     # A capacity run's own: its generator's ceiling, and finer steps near each knee (an ablation's trials skip both)
-    searching = isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation"
-    if searching:
+    steps = profile if isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation" else None
+    if steps is not None:
         measured.phase = "measuring the load generator's ceiling"
         ceiling_from = setup.mode.get("ceiling_from")
-        generator.measure_ceiling(backend, _targets(setup), profile, folder, cpus, measured.problems,
+        generator.measure_ceiling(backend, _targets(setup), steps, folder, cpus, measured.problems,
                                   RunFolder(Path(ceiling_from)) if ceiling_from else None)
     measured.phase = "starting PCP's logger"
     with step(f"Starting PCP's logger on {_both(order)}"):
@@ -315,9 +315,9 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
                     order=order, engines=engines, cpus=cpus, network=network,
                     stop_when=ThresholdWatch(setup.mode["thresholds"], getattr(profile, "ramp_s", 0))
                     if setup.mode.get("stop_on_fail") else None)
-                if searching:
+                if steps is not None:
                     measured.phase = "refining the knees"
-                    measured.result = knee.refine(folder, profile, measured.result, urls, path, engines, network, cpus,
+                    measured.result = knee.refine(folder, steps, measured.result, urls, path, engines, network, cpus,
                                                   measured.problems)
                 if engines is None:                 # JMeter's own affinity (an engine's is in its where)
                     measured.load_generator["cpus"] = measured.result.loadgen_cpus
@@ -345,6 +345,7 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
             if events["missing"]:
                 info(f"{name}: missing {', '.join(events['missing'])}")
     if setup.mode.get("host_limits") and not measured.result.interrupted:
+        assert isinstance(profile, load.LoadProfile)    # run() refused --limits with an open model (lab_limits.check)
         measured.phase = "measuring the host's limits"
         measured.limits = {"profile": asdict(lab_limits.profile_for(profile)), "kinds": lab_limits.KINDS}
         measured.problems.extend(lab_limits.measure(backend, profile, wiring, folder, cpus))

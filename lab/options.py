@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 from lab import load, scenario
 from lab.analysis import steady
@@ -246,7 +247,8 @@ _STEP_OPTIONS = (("--start-rate", "start_rps", 1), ("--step-rate", "step_rps", 1
                  ("--warmup", "warmup_s", 0), ("--resolution", "resolution_rps", 1))
 
 
-def _given(args: argparse.Namespace, option: str) -> object:
+def _given(args: argparse.Namespace, option: str) -> Any:
+    """The option's value, of the type its parser gives it (type=, action=), or None when not given."""
     return getattr(args, option[2:].replace("-", "_"), None)
 
 

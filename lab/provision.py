@@ -74,6 +74,7 @@ def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
     failed: dict[str, int] = {}
     with log.open("w") as sink, subprocess.Popen(command, cwd=ANSIBLE_DIR, env=env, stdout=subprocess.PIPE,
                                                  stderr=subprocess.STDOUT, text=True) as process:
+        assert process.stdout is not None       # stdout=PIPE
         for line in process.stdout:
             sink.write(line)
             if line.startswith("TASK ["):

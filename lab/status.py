@@ -54,7 +54,7 @@ def observe(backend: Backend, name: str) -> dict:
     address = backend.address(name)
     wiring = manifest.read_or_none(name)
     url = wiring.service_url if wiring else None
-    machine = {"url": url, "address": address, "processes": {}, "observed": {}}
+    machine: dict = {"url": url, "address": address, "processes": {}, "observed": {}}
     if not backend.exists(name):
         machine["state"] = "absent"
         return machine
@@ -71,7 +71,7 @@ def observe(backend: Backend, name: str) -> dict:
 
     # Which Tomcat connector served a request sent through HTTPD tells how HTTPD proxies.
     before = _requests_per_connector(metrics_before)
-    machine["http_status"] = _get(url, wiring.tls_ca)
+    machine["http_status"] = _get(wiring.service_url, wiring.tls_ca)
     metrics_after, info_text = _fetch_inside(backend, name, prometheus, wiring.management_url("/actuator/info"))
     after = _requests_per_connector(metrics_after)
     served = [connector for connector, count in after.items() if count > before.get(connector, 0)]

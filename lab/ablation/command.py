@@ -82,6 +82,7 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
     finished = prepared.resume is not None and (prepared.resume.record().get("analysis") or None)
     if finished:
         ablation = prepared.resume
+        assert ablation is not None         # finished: a resumed one
         info(f"{ablation.root} is a finished ablation: analysed again from its trials, its report written again")
         result = reanalyse(ablation, plan, every)
     else:

@@ -69,7 +69,7 @@ class Ablation(RecordFolder):
 
     @property
     def measure(self) -> Measure:
-        return MEASURES.get((self.record().get("plan") or {}).get("figure"), THROUGHPUT)
+        return MEASURES.get((self.record().get("plan") or {}).get("figure", THROUGHPUT.name), THROUGHPUT)
 
     @classmethod
     def create(cls, plan_json: dict, groups: dict[str, Group], runs: Path | None = None, **facts) -> Ablation:
@@ -97,7 +97,7 @@ class Ablation(RecordFolder):
     def finished(folder: RunFolder) -> bool:
         """A run folder measured to its end."""
         run = folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None
-        return bool(run) and (run.get("ended") or {}).get("how") == "completed"
+        return bool(run and (run.get("ended") or {}).get("how") == "completed")
 
     def completed(self, config: frozenset[str]) -> bool:
         """Measured alone to its end, with a figure from enough trials (else it is measured again on --resume)."""

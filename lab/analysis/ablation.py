@@ -89,7 +89,8 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
                 raise ValueError(f"no measurement for {sorted(config)}")
         return cache[config]
 
-    none, everything = frozenset(), frozenset(groups)
+    none: Config = frozenset()
+    everything = frozenset(groups)
     prefetch([none])
     measured(none)      # the baseline first: every later step is read against it, so it is on show from the start
     path = forward_path(groups, measured, prefetch)

@@ -324,7 +324,7 @@ def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewe
     timed = all(p.at is not None for p in pauses) and all(f.offset_s is not None for f in logs)
     if window and timed and window[1] > window[0]:
         start, end = window
-        selected = [p for p in pauses if start <= p.at < end]
+        selected = [p for p in pauses if p.at is not None and start <= p.at < end]   # timed: each has one
         span = end - start
         result["scope"] = "load window"
         result["window"] = {"start_at": start, "end_at": end, "duration_s": round(span, 3)}
@@ -349,7 +349,7 @@ def analyze(gc_dir: Path, window: tuple[float, float] | None = None, use_gcviewe
         "heap_total_max_bytes": max((p.heap_total_bytes for p in selected if p.heap_total_bytes is not None),
                                     default=None),
     })
-    counts = {}
+    counts: dict[str, int] = {}
     for p in selected:
         counts[p.kind] = counts.get(p.kind, 0) + 1
     result["pauses_by_kind"] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -80,7 +80,7 @@ def _ending(summary: dict) -> list[str]:
     """How the run ended, its verdict, its backend, and that one trial has no interval."""
     run = summary.get("run") or {}
     lines = []
-    ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
+    ended = run["ended"] if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
         how = "stopped by an error" if ended["how"] == "failed" else ended["how"]
         lines.append(f"  The run was {how} during {ended.get('during', '?')}"

@@ -24,7 +24,8 @@ def status_shape(status: dict | None, problems: list[str]) -> dict | None:
 
 
 # events.json's fields and the types the summary reads them as
-EVENT_TYPES = {"process_exits": list, "oom_kills": int, "peak_memory_bytes": (int, float), "missing": list}
+EVENT_TYPES: dict[str, type | tuple[type, ...]] = {"process_exits": list, "oom_kills": int,
+                                                   "peak_memory_bytes": (int, float), "missing": list}
 
 
 def read_events(folder: RunFolder, machine: str) -> tuple[dict | None, str | None]:

@@ -206,18 +206,18 @@ def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict, stead
         steady_start = first_start
         found = {"settled": None, "warmup_s": None, "detection": None,
                  "basis": "the whole load: its rate steps up by design, so no steady state is looked for"}
-    window = {"start_at": round(steady_start, 3), "end_at": round(last_end, 3),
-              "start_s": round(steady_start - t0, 3), "end_s": round(last_end - t0, 3),
-              "duration_s": round(last_end - steady_start, 3), "ramp_end_s": round(ramp_end - t0, 3), **found}
+    window: dict = {"start_at": round(steady_start, 3), "end_at": round(last_end, 3),
+                    "start_s": round(steady_start - t0, 3), "end_s": round(last_end - t0, 3),
+                    "duration_s": round(last_end - steady_start, 3), "ramp_end_s": round(ramp_end - t0, 3), **found}
     if window["duration_s"] <= 0:
         window["note"] = "no steady state: the load ended before the ramp-up did"
     elif steady and not settled.settled:
         window["note"] = f"no steady state: {settled.reason}"
     steady_ms = steady_start * 1000.0
-    steady = [i for i in range(n) if samples.start[i] >= steady_ms]
-    result = {"load_start_s": round(first_start - t0, 3), "load_end_s": round(last_end - t0, 3),
-              "window": window}
-    result["steady"] = _stats(samples, steady, window["duration_s"])
+    in_window = [i for i in range(n) if samples.start[i] >= steady_ms]
+    result: dict = {"load_start_s": round(first_start - t0, 3), "load_end_s": round(last_end - t0, 3),
+                    "window": window}
+    result["steady"] = _stats(samples, in_window, window["duration_s"])
     result["all"] = _stats(samples, list(range(n)), last_end - first_start)
     for key in ("samples", "errors", "error_rate", "throughput_rps", "good_throughput_rps"):
         result[key] = result["steady"][key]

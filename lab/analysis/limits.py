@@ -64,9 +64,9 @@ def analyze(folder: RunFolder, run: dict, machines: dict, problems: list[str]) -
     asked = run.get("limits")
     if not isinstance(asked, dict):
         return None
-    profile = asked.get("profile") if isinstance(asked.get("profile"), dict) else {}
+    profile = asked["profile"] if isinstance(asked.get("profile"), dict) else {}
     ramp_s = number(profile.get("ramp_s")) or 0.0
-    placement = run.get("placement") if isinstance(run.get("placement"), dict) else {}
+    placement = run["placement"] if isinstance(run.get("placement"), dict) else {}
     cpus = len(parse_cpulist(((placement.get("cpus") or {}).get(LOADGEN)) or "")) or int(
         number((run.get("host") or {}).get("cpus")) or 1)
     # The machine's own load at one machine at a time, as the limits were: else the two do not compare
@@ -79,9 +79,9 @@ def analyze(folder: RunFolder, run: dict, machines: dict, problems: list[str]) -
         mock = _measured(folder, "mock", name, ramp_s, cpus, problems)
         through_direct = _share(through, direct) if comparable else None
         through_mock = _share(through, mock) if comparable else None
-        figures = {"httpd": through, "direct": direct, "mock": mock,
-                   "httpd_cost": None if through_direct is None else round(1.0 - through_direct, 4),
-                   "backend_share": None if through_mock is None else round(through_mock, 4)}
+        figures: dict = {"httpd": through, "direct": direct, "mock": mock,
+                         "httpd_cost": None if through_direct is None else round(1.0 - through_direct, 4),
+                         "backend_share": None if through_mock is None else round(through_mock, 4)}
         figures["sentences"] = _sentences(name, figures, comparable)
         result["machines"][name] = figures
     return result

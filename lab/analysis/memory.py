@@ -8,7 +8,7 @@ from lab.analysis.numbers import number
 EVENTS_SOURCE = "events.json peak_memory_bytes (the machine's memory peak)"
 
 
-def figures(resources: dict, events: dict | None, backend: str) -> dict:
+def figures(resources: dict, events: dict | None, backend: str | None) -> dict:
     """{"peak_bytes", "source", "events_peak_bytes", "pcp_peak_bytes", "pcp_source"}, and "swap_peak_bytes",
     "major_faults_per_s" and "paging_source" when PCP recorded them."""
     peak = number((events or {}).get("peak_memory_bytes"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy
 
@@ -21,7 +22,7 @@ PERCENTILE_DEFINITION = ("as JMeter's dashboard computes them (Apache Commons Ma
                          "p(n+1)/100, interpolated between neighbours), over every sample, failed ones included")
 
 
-def percentile(ordered: list[float], p: float) -> float | None:
+def percentile(ordered: Sequence[float], p: float) -> float | None:
     """The p-th percentile as JMeter's report generator computes it (commons-math3 Percentile, whose
     default estimate is numpy's "weibull": rank p(n+1)/100, interpolated, clamped to the ends), so the
     lab's figures and JMeter's dashboard agree on the same samples."""

@@ -180,8 +180,8 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
         return _finite([v for t, v in zip(times, values) if window[0] <= t <= window[1]])
 
     # Whole machine (on the local backend: the host, which both machines share).
-    host_metrics = [m for m in ("kernel.all.load", "kernel.all.cpu.user", "kernel.all.cpu.sys", "mem.util.used",
-                                "mem.physmem", "hinv.ncpu") if m in names]
+    host_metrics: list[str] = [m for m in ("kernel.all.load", "kernel.all.cpu.user", "kernel.all.cpu.sys",
+                                           "mem.util.used", "mem.physmem", "hinv.ncpu") if m in names]
     if host_metrics:
         times, columns, problem = pmrep_csv(archive, host_metrics)
         if problem:

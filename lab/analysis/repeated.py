@@ -38,7 +38,7 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
             problems.append(f"trial {trial.root.name}: no summary (the trial did not get to load)")
             continue
         trials.append((trial, figures))
-    result = {
+    result: dict = {
         "schema": single.SCHEMA, "kind": KIND, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
         "run": {key: run.get(key) for key in ("run_id", "backend", "backend_note", "schedule", "profile", "placement",
                                               "started_at", "ended_at", "interrupted", "ended", "host", "versions",

@@ -84,7 +84,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     run = folder.read_json(folder.run_json, problems, "run") or {}
     status = inputs.status_shape(folder.read_json(folder.status_json, problems, "status"), problems)
     knobs = folder.read_json(folder.knobs_json, problems, "knobs")
-    profile = run.get("profile") if isinstance(run.get("profile"), dict) else {}
+    profile = run["profile"] if isinstance(run.get("profile"), dict) else {}
     ramp_s = _number(profile.get("ramp_s")) or 0.0
     backend = run.get("backend") or (status or {}).get("backend")
     machines = _machines(folder, run, status, knobs)
@@ -178,6 +178,8 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
     results = folder.results(machine)
     dashboard = folder.dashboard(machine)
     steps = _step_load(run)
+    window: tuple[float, float] | None          # the steady state's, and the whole load's (epoch seconds)
+    load_window: tuple[float, float] | None
     if samples:
         entry["load"] = analyze_load(samples, t0, ramp_s, series.setdefault("load", {}), steady=steps is None)
         if steps is not None:
@@ -208,7 +210,7 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
     pcp_dir = folder.evidence(machine, "pcp")
     # The machine's processes on a shared host: its folder in their command line (run.json's optional
     # machine_homes, else the local backend's folder, else any …/machines/<name>/).
-    homes = run.get("machine_homes") if isinstance(run.get("machine_homes"), dict) else {}
+    homes = run["machine_homes"] if isinstance(run.get("machine_homes"), dict) else {}
     markers = [homes[machine].rstrip("/") + "/"] if isinstance(homes.get(machine), str) and homes[machine] else []
     if backend == "local":
         markers.append(f"{LOCAL_ROOT}/machines/{machine}/")
@@ -268,7 +270,7 @@ def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None,
 
 def _step_load(run: dict) -> StepLoad | None:
     """A capacity run's steps, from run.json's profile (None for a closed model's run, or a bad profile)."""
-    profile = run.get("profile") if isinstance(run.get("profile"), dict) else {}
+    profile = run["profile"] if isinstance(run.get("profile"), dict) else {}
     try:
         return capacity.step_load(profile)
     except (TypeError, ValueError):
@@ -362,8 +364,8 @@ def _comparison(machines: dict) -> list[dict]:
 def _knobs(knobs: dict | None) -> dict:
     if not knobs:
         return {"differ": [], "same": 0, "available": False}
-    default = knobs.get("default") if isinstance(knobs.get("default"), dict) else {}
-    tuned = knobs.get("tuned") if isinstance(knobs.get("tuned"), dict) else {}
+    default = knobs["default"] if isinstance(knobs.get("default"), dict) else {}
+    tuned = knobs["tuned"] if isinstance(knobs.get("tuned"), dict) else {}
     differ, wiring, same = [], [], 0
     for variable in sorted(set(default) | set(tuned)):
         a, b = default.get(variable, "(unset)"), tuned.get(variable, "(unset)")

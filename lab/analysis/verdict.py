@@ -50,7 +50,7 @@ ORDER = ("incomplete", "not settled", "host-bound", "load-generator-bound", "bac
 def judge(summary: dict, loadgen_csv: Path) -> dict:
     """{"valid", "verdict", "sentence", "machines": {name: {"findings", "checked"}}, "thresholds"}."""
     run = summary.get("run") or {}
-    placement = run.get("placement") if isinstance(run.get("placement"), dict) else {}
+    placement = run["placement"] if isinstance(run.get("placement"), dict) else {}
     rows = loadgen.read(loadgen_csv)
     machines = {}
     # the machines the summary has: both, or the one an ablation's configuration loaded
@@ -66,7 +66,7 @@ def judge(summary: dict, loadgen_csv: Path) -> dict:
             machines[name]["unchecked"].append("the CPU of the JMeter engines on other hosts (the lab does not "
                                                "sample it): a load generator at its limit there would not show")
     findings = [f for name in names for f in machines[name]["findings"]]
-    ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
+    ended = run["ended"] if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") not in (None, "completed"):
         findings.insert(0, {"kind": "incomplete", "machine": None, "figures": {"ended": ended},
                             "sentence": f"The run was {'stopped by an error' if ended['how'] == 'failed' else ended['how']} "

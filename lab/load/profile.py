@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.load.openmodel import StepLoad
 
 SCHEDULES = ("parallel", "sequential")
 
@@ -64,7 +65,7 @@ CEILING_RPS_PER_MACHINE = 2000
 FIXED_RUN_BYTES = 100 * 1024 * 1024
 
 
-def run_folder_bytes(profile: LoadProfile, machines: int = 2) -> int:
+def run_folder_bytes(profile: LoadProfile | StepLoad, machines: int = 2) -> int:
     """An upper estimate of the disk a run of this profile (or an open model's, lab.load.openmodel) fills."""
     return int(machines * profile.most_samples() * RESULT_ROW_BYTES) + FIXED_RUN_BYTES
 
@@ -83,7 +84,7 @@ class LoadResult:
     started_at: float                   # time.time()
     ended_at: float
     schedule: str
-    profile: LoadProfile
+    profile: LoadProfile | StepLoad
     problems: list[str] = field(default_factory=list)   # what went wrong without stopping the run
     log: Path | None = None             # out_dir/jmeter.log
     ended_early: dict[str, float] = field(default_factory=dict)     # machine -> s: an open model's SLO missed

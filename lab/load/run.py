@@ -260,6 +260,7 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
         now = time.monotonic()
         for machine in machines:
             machine.start(now)
+        started = now                       # the phase's start: every machine's
         next_report = now + interval_s
         observed = None
         while popen.poll() is None:
@@ -268,7 +269,7 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
             if observed is None and (observed := _affinity(popen.pid)) is not None:
                 affinity.append(observed)
             now = time.monotonic()
-            if now - machines[0].started > overrun_s:
+            if now - started > overrun_s:
                 problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")
                 _stop_jmeter(popen, udp_port, problems, entered)
                 stopped = True
@@ -284,12 +285,12 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
                     break
                 for machine in machines:        # past its knee while another still loads: its arrivals end
                     if machine.broken and machine.ended_early_s is None and len(machines) > 1:
-                        machine.ended_early_s = round(now - machines[0].started, 1)
+                        machine.ended_early_s = round(now - started, 1)
                         out.load_ended(machine.machine).touch()
                 if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
                     for machine in machines:
                         if machine.ended_early_s is None:
-                            machine.ended_early_s = round(now - machines[0].started, 1)
+                            machine.ended_early_s = round(now - started, 1)
                     _stop_jmeter(popen, udp_port, problems, entered)
                     stopped = True
                     break
@@ -311,7 +312,7 @@ def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile
     report(time.monotonic())
     killed_by = _killed_by(popen.returncode)
     if killed_by and not stopped:
-        lasted = time.monotonic() - machines[0].started
+        lasted = time.monotonic() - started
         problems.append(f"JMeter was killed by {killed_by} after {lasted:.0f} s of the planned {profile.duration_s} s "
                         "(SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
         return False

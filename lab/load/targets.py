@@ -6,6 +6,7 @@ import ipaddress
 import socket
 import urllib.parse
 from dataclasses import dataclass
+from typing import cast
 
 from lab.load.profile import LoadError
 from lab.machines import MACHINES
@@ -36,7 +37,8 @@ def _allowed_address(host: str) -> bool:
     except socket.gaierror as error:
         raise TargetError(f"cannot resolve target host {host!r}: {error}") from error
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        ip = cast(str, info[4][0])         # an IP family's address: (host, port, ...), the host a string
+        address = ipaddress.ip_address(ip.split("%")[0])
         if not (address.is_loopback or address.is_private or address.is_link_local):
             return False
     return True

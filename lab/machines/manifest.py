@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -122,8 +123,9 @@ def role_os_value(role: str, variable: str, family: str = "Debian") -> object:
     return values[variable]
 
 
-def role_default(role: str, variable: str) -> object:
-    """A variable as a role's defaults/main.yml sets it (untemplated), for machines not provisioned yet."""
+def role_default(role: str, variable: str) -> Any:
+    """A variable as a role's defaults/main.yml sets it (untemplated), for machines not provisioned yet: a YAML
+    value of the type the role gives it, which its caller knows."""
     defaults = yaml.safe_load((ANSIBLE_DIR / "roles" / role / "defaults" / "main.yml").read_text()) or {}
     if variable not in defaults:
         raise KeyError(f"{variable} is not in ansible/roles/{role}/defaults/main.yml")

@@ -83,7 +83,11 @@ class Backend(Protocol):
         """What the service manager logged about the lab's processes (systemd machines; else "")."""
         ...
 
-    has_engines: bool           # whether engines() gives remote JMeter engines (--load-from loadgen)
+    @property
+    def has_engines(self) -> bool:
+        """Whether engines() gives remote JMeter engines (--load-from loadgen)."""
+        ...
+
     engine_hosts: tuple[str, ...]   # the inventory's load generators, which site.yml provisions (local: none)
 
     def engines(self, targets: list[tuple[str, int]], log: Path, out: Path) -> AbstractContextManager[Engines]:
@@ -147,6 +151,7 @@ def unpack_plain_files(archive: Path, destination: Path) -> tuple[list[Path], li
             target = destination.joinpath(*relative.parts)
             target.parent.mkdir(parents=True, exist_ok=True)
             source = packed.extractfile(member)
+            assert source is not None               # a regular file's: extractfile gives None for the others
             with source, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as copy:
                 shutil.copyfileobj(source, copy)
             os.utime(target, (member.mtime, member.mtime))

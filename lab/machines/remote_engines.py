@@ -67,9 +67,11 @@ def _message(result: list[str]) -> str | None:
     for index, line in enumerate(result):
         if line.strip().startswith("msg:"):
             indent = len(line) - len(line.lstrip())
-            rest = [text.strip() for text in itertools.takewhile(
-                lambda text, indent=indent: text.strip() and len(text) - len(text.lstrip()) > indent,
-                result[index + 1:])]
+
+            def continues(text: str, indent: int = indent) -> bool:
+                return bool(text.strip()) and len(text) - len(text.lstrip()) > indent
+
+            rest = [text.strip() for text in itertools.takewhile(continues, result[index + 1:])]
             return " ".join([line.strip()[4:].strip(), *rest]).strip("'\" ")
     return None
 

@@ -25,7 +25,10 @@ class SshBackend:
 
     name = "ssh"
     service_manager = "systemd"
-    emulation_note = "ssh backend: two real hosts"
+
+    @property
+    def emulation_note(self) -> str:    # a property: VagrantBackend's says more
+        return "ssh backend: two real hosts"
 
     def __init__(self, inventory: Path) -> None:
         if not inventory.exists():

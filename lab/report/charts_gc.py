@@ -3,6 +3,8 @@ A pause has the run's time (t) when the log has wall-clock times, else only the 
 charts then use the uptime axis, without the run's marks."""
 from __future__ import annotations
 
+from typing import cast
+
 from lab.report.formatting import MIB
 from lab.report.plotting import COLORS, EXTRA_COLORS, TIME_AXIS, Chart, ChartContext, figure, finish
 
@@ -11,6 +13,12 @@ UPTIME_AXIS = "JVM uptime (the log has no wall-clock time)"
 
 def _x(pause: dict) -> float | None:
     return pause["t"] if pause.get("t") is not None else pause.get("uptime_s")
+
+
+def _xs(pauses: list[dict]) -> list[float]:
+    """The x of each pause _shown kept: each has one (its time in the run, or on the uptime axis its uptime, which
+    every pause the lab writes has)."""
+    return [cast(float, _x(p)) for p in pauses]
 
 
 def _uptime_axis(ctx: ChartContext) -> bool:
@@ -40,9 +48,9 @@ def gc(ctx: ChartContext) -> Chart:
         color = COLORS.get(machine, EXTRA_COLORS[0])
         young = [p for p in pauses if "Full" not in p["kind"]]
         full = [p for p in pauses if "Full" in p["kind"]]
-        ax.scatter([_x(p) for p in young], [p["pause_ms"] for p in young], s=9, color=color, alpha=0.6, label=machine)
+        ax.scatter(_xs(young), [p["pause_ms"] for p in young], s=9, color=color, alpha=0.6, label=machine)
         if full:
-            ax.scatter([_x(p) for p in full], [p["pause_ms"] for p in full], s=40, marker="x", color=color,
+            ax.scatter(_xs(full), [p["pause_ms"] for p in full], s=40, marker="x", color=color,
                        label=f"{machine}: full GC")
     if len(chart.missing) == len(ctx.machines):
         return chart
@@ -72,10 +80,10 @@ def heap(ctx: ChartContext) -> Chart:
             chart.missing.append(machine)
             continue
         color = COLORS.get(machine, EXTRA_COLORS[0])
-        ax.plot([_x(p) for p in pauses], [p["heap_after_bytes"] / MIB for p in pauses], color=color,
+        ax.plot(_xs(pauses), [p["heap_after_bytes"] / MIB for p in pauses], color=color,
                 marker=".", markersize=3, linewidth=1, label=f"{machine}: after GC")
         sized = [p for p in pauses if p.get("heap_total_bytes")]
-        ax.plot([_x(p) for p in sized], [p["heap_total_bytes"] / MIB for p in sized], color=color,
+        ax.plot(_xs(sized), [p["heap_total_bytes"] / MIB for p in sized], color=color,
                 linestyle="--", linewidth=0.9, label=f"{machine}: heap size")
     if len(chart.missing) == len(ctx.machines):
         return chart

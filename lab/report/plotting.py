@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, MultipleLocator, NullFormatter
+from matplotlib.typing import RcKeyType
 
 from lab.analysis.numbers import clock
 
@@ -23,8 +24,9 @@ COLORS = {"default": "#d95f02", "tuned": "#1b7fbf"}
 EXTRA_COLORS = ["#7570b3", "#66a61e", "#e7298a", "#a6761d"]
 NO_DATA = "no data"
 TIME_AXIS = "time since the run's start"
-STYLE = {"font.size": 9, "axes.titlesize": 10, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
-         "axes.spines.right": False, "figure.dpi": 100, "svg.fonttype": "none"}
+STYLE: dict[RcKeyType, Any] = {"font.size": 9, "axes.titlesize": 10, "axes.grid": True, "grid.alpha": 0.3,
+                               "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": 100,
+                               "svg.fonttype": "none"}
 CLOCK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)   # seconds between x ticks
 
 Mark = tuple[float, str]                # a vertical line on the time axis and its label
@@ -75,10 +77,10 @@ class ChartContext:
                 if window.get("settled") and window["start_s"] - ramp_end >= 1:
                     marks.append((window["start_s"], "steady from"))
                 break
-        ends = [summary["run"].get("duration_s")] + [(e.get("load") or {}).get("load_end_s") for e in entries]
-        starts = [0.0] + [(e.get("load") or {}).get("load_start_s") for e in entries]
-        ends = [x for x in ends if isinstance(x, (int, float))]
-        starts = [x for x in starts if isinstance(x, (int, float))]
+        given_ends = [summary["run"].get("duration_s")] + [(e.get("load") or {}).get("load_end_s") for e in entries]
+        given_starts = [0.0] + [(e.get("load") or {}).get("load_start_s") for e in entries]
+        ends = [x for x in given_ends if isinstance(x, (int, float))]
+        starts = [x for x in given_starts if isinstance(x, (int, float))]
         xlim = None
         if ends and max(ends) > min(starts):
             pad = (max(ends) - min(starts)) * 0.01

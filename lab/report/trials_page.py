@@ -27,7 +27,7 @@ def trials_chart(summary: dict) -> Chart:
     if not machines:
         chart.missing = ["default", "tuned"]
         return chart
-    row = next((r for r in summary.get("comparison") or [] if r["key"] == key), {})
+    row: dict = next((r for r in summary.get("comparison") or [] if r["key"] == key), {})
     with style():
         fig, (left, right) = figure(2, sharey=False)
         if len(machines) == 1:

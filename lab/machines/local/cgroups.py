@@ -106,6 +106,7 @@ class Cgroup:
     def paths(self) -> list[Path]:
         """The machine's cgroup directories, one per distinct hierarchy."""
         if self.layout.version == 2:
+            assert self.layout.root is not None     # v2: a layout with its unified root
             return [self.layout.root / self.machine.cgroup_name]
         unique: list[Path] = []
         for path in self._v1_dirs().values():
@@ -193,11 +194,12 @@ class Cgroup:
 
     def _create_v2(self) -> None:
         m, root = self.machine, self.layout.root
+        assert root is not None                     # v2: a layout with its unified root
         if "memory" not in self.layout.controllers:
             raise LocalBackendError(
                 f"cgroup v2 at {root} offers no memory controller (cgroup.controllers: "
                 f"{' '.join(sorted(self.layout.controllers)) or 'empty'}): enable it in the parent cgroup")
-        wanted = [c for c in ("memory", "cpu") if c in self.layout.controllers]
+        wanted: list[str] = [c for c in ("memory", "cpu") if c in self.layout.controllers]
         if m.cpuset:
             if "cpuset" not in self.layout.controllers:
                 raise LocalBackendError(f"machine {m.name} is to run on CPUs {cpulist(m.cpuset)}, but cgroup v2 at "
@@ -269,10 +271,10 @@ class Cgroup:
                 return None
             quota, _, period = value.partition(" ")
             return None if quota == "max" else int(quota) / int(period or CPU_PERIOD_US)
-        quota, period = _read(cpu / "cpu.cfs_quota_us"), _read(cpu / "cpu.cfs_period_us")
-        if not quota or not period or int(quota) < 0:
+        quota_us, period_us = _read(cpu / "cpu.cfs_quota_us"), _read(cpu / "cpu.cfs_period_us")
+        if not quota_us or not period_us or int(quota_us) < 0:
             return None
-        return int(quota) / int(period)
+        return int(quota_us) / int(period_us)
 
     def cpuset(self) -> str | None:
         """The CPUs the machine may run on, as its cpuset says (None when it has none of its own)."""
