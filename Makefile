@@ -19,6 +19,7 @@ check:
 
 lint:
 	$(PYTHON) -m ruff check lab tests mock-service tools
+	$(PYTHON) -m mypy lab
 
 # On every CPU (pytest-xdist), a test file to a worker: the fast tests share no lab, port or file across files.
 test-fast:
