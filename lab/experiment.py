@@ -4,29 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import (
-    aa,
-    evidence,
-    generator,
-    interrupts,
-    knee,
-    knobs,
-    load,
-    placement,
-    profiles,
-    provenance,
-    report,
-    scripted,
-    status,
-)
+from lab import aa, evidence, generator, interrupts, knee, knobs, load, placement, profiles, provenance, status
 from lab import limits as lab_limits
-from lab.analysis import thresholds
-from lab.analysis.headline import headline
+from lab.conclusion import conclude, make_report
 from lab.errors import LabError, StepFailed
 from lab.given_knobs import in_effect, knobs_files
 from lab.hostlab import HostLab
@@ -52,15 +36,6 @@ def _knobs(backend: Backend, mode: dict) -> dict:
     except Exception as error:  # noqa: BLE001  (Ansible's own errors are many; the load matters more)
         info(f"the knobs could not be read from {backend.inventory}: {type(error).__name__}: {error}")
         return {}
-
-
-def _make_report(run: RunFolder) -> Path | None:
-    """summary.json and report/index.html; a failure is reported, the run folder stays."""
-    try:
-        return report.render(run.root)
-    except Exception as error:  # noqa: BLE001  (the evidence is kept whatever the report's trouble)
-        info(f"the report could not be made: {type(error).__name__}: {error}")
-        return None
 
 
 def run(backend: Backend, profile: load.Profile, schedule: str | None = None, repeat: int = 1,
@@ -120,7 +95,7 @@ def measure(backend: Backend, profile: load.Profile, repeat: int, folder: RunFol
     folder, measured = _experiment(backend, profile, schedule, repeat, mode, folder,
                                    _Trials(machines, unusable, extra))
     with step("Summarising and writing the report"):
-        _make_report(folder)
+        make_report(folder)
     return measured.ended
 
 
@@ -178,7 +153,7 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
                     break
                 measured.phase = f"summarising trial {number}"
                 with step(f"Summarising trial {number}"):
-                    _make_report(folder.trial(number))
+                    make_report(folder.trial(number))
                 if why := chosen.unusable(folder.trial(number)):
                     trials[-1].update(counted=False, not_counted=why)
                     info(f"trial {number} is not counted: {why}")
@@ -384,31 +359,5 @@ def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: Ru
 
 
 def _finish(folder: RunFolder, measured: _Measured) -> int:
-    """The report of whatever the run folder holds, and where to look."""
-    if measured.ended["how"] != "completed":
-        info(f"the run was {measured.ended['how']} during {measured.ended['during']}"
-             + (f": {measured.ended['error']}" if "error" in measured.ended else "")
-             + "; what it measured is kept")
-    with step("Summarising and writing the report"):
-        page = _make_report(folder)
-    summary = folder.read_json(folder.summary_json, [], "summary")
-    scripted.result(folder.summary_json)
-    if summary:
-        try:
-            print("\n" + "\n".join(headline(summary)), file=sys.stderr)
-        except Exception as error:  # noqa: BLE001  (the paths below matter more than the headline)
-            info(f"no headline: {type(error).__name__}: {error}")
-    print(f"\nRun folder: {folder.root}", file=sys.stderr)
-    for trial in folder.trials():
-        if trial.report_html.is_file():
-            print(f"  Trial {trial.root.name}: {trial.report_html}", file=sys.stderr)
     dashboards = measured.result.dashboards if measured.result and not folder.trials() else {}
-    for name, dashboard in dashboards.items():
-        print(f"  JMeter dashboard ({name}): {dashboard}", file=sys.stderr)
-    if page:
-        print(f"Report: {page}", file=sys.stderr)
-    print("\nBoth machines are still up and hold their memory: ./start.sh run measures again, "
-          "./start.sh down removes them.", file=sys.stderr)
-    code = {"completed": 0, "interrupted": 130}.get(measured.ended["how"], 1)
-    return thresholds.judge(folder, summary) if code == 0 else code
-
+    return conclude(folder, measured.ended, dashboards)

@@ -60,3 +60,20 @@ def test_memory_at_the_limit_reads_as_swapping_when_the_memory_model_gives_swap(
     killed = {**tuned, "events": {"oom_kills": 2}}
     assert "the kernel's OOM killer still struck 2 times." in " ".join(
         what_happened({"run": {"memory_model": {"swap_mib": 1024}}, "machines": {"tuned": killed}}))
+
+
+def test_a_default_machine_that_answered_nothing_well_is_said_so_never_a_traceback() -> None:
+    from lab.analysis.prose import what_happened
+
+    def load(good: float, errors: float) -> dict:
+        return {"throughput_rps": 400.0, "good_throughput_rps": good, "error_rate": errors, "window": {"settled": True},
+                "latency_ms": {"p95": 40.0}, "all": {"samples": 40_000}}
+    sentences = what_happened({"run": {}, "machines": {"default": {"load": load(0.0, 1.0)},
+                                                        "tuned": {"load": load(380.0, 0.05)}}})
+    assert any(s.startswith("default answered no request without error in the steady state (380.0 vs 0.0 req/s); "
+                            "in all tuned served 400.0 req/s with 5.0% errors, default 400.0 req/s with 100.0%")
+               for s in sentences), sentences
+    sentences = what_happened({"run": {}, "machines": {"default": {"load": load(200.0, 0.5)},
+                                                        "tuned": {"load": load(380.0, 0.05)}}})
+    assert any(s.startswith("tuned answered 1.90x the requests per second without error of default in the steady "
+                            "state (380.0 vs 200.0 req/s)") for s in sentences), sentences

@@ -42,11 +42,10 @@ def what_happened(summary: dict) -> list[str]:
     if failing:
         # A machine failing fast looks busy: with errors, what counts is what was answered well.
         good = _ratio(t.get("good_throughput_rps"), d.get("good_throughput_rps"))
-        # good is None when default answered nothing without error, and times(None) raises: a known gap, kept as is
+        lead = (f"tuned answered {times(good)} the requests per second without error of default in the steady state"
+                if good is not None else "default answered no request without error in the steady state")
         sentences.append(
-            f"tuned answered {times(good)} the requests per second "  # type: ignore[arg-type]  # None: see above
-            f"without error of default in the steady state "
-            f"({t['good_throughput_rps']:,.1f} vs {d['good_throughput_rps']:,.1f} req/s); in all tuned served "
+            f"{lead} ({t['good_throughput_rps']:,.1f} vs {d['good_throughput_rps']:,.1f} req/s); in all tuned served "
             f"{rate(t['throughput_rps'])} with {pct(t.get('error_rate'))} errors, default {rate(d['throughput_rps'])} "
             f"with {pct(d.get('error_rate'))}.")
     elif ratio is not None:

@@ -12,7 +12,6 @@ may be missing: the summary then says so (`problems`, and `missing` per machine)
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from lab.analysis.jmeter import (
     analyze_load,
     read_results,
 )
+from lab.analysis.knobs_differ import knobs_differ
 from lab.analysis.numbers import PERCENTILE_DEFINITION
 from lab.analysis.numbers import number as _number
 from lab.analysis.numbers import ratio as _ratio
@@ -160,7 +160,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         summary["thresholds"] = thresholds.check(summary, run["thresholds"], lost=run.get("threshold_lost"))
     summary["verdict"] = verdict.judge(summary, folder.jmeter.loadgen)
     summary["claims"] = claims.answer(summary, series)
-    summary["knobs"] = _knobs(knobs)
+    summary["knobs"] = knobs_differ(knobs)
     summary["observed"] = _observed(status, machines)
     summary["what_happened"] = what_happened(summary)
     if write:
@@ -359,32 +359,6 @@ def _comparison(machines: dict) -> list[dict]:
             row["ratio"] = _ratio(row["tuned"], row["default"])
         rows.append(row)
     return rows
-
-
-def _knobs(knobs: dict | None) -> dict:
-    if not knobs:
-        return {"differ": [], "same": 0, "available": False}
-    default = knobs["default"] if isinstance(knobs.get("default"), dict) else {}
-    tuned = knobs["tuned"] if isinstance(knobs.get("tuned"), dict) else {}
-    differ, wiring, same = [], [], 0
-    for variable in sorted(set(default) | set(tuned)):
-        a, b = default.get(variable, "(unset)"), tuned.get(variable, "(unset)")
-        a_text, b_text = (json.dumps(value, sort_keys=True, default=str) for value in (a, b))
-        if a_text == b_text:
-            same += 1
-        elif _named(a_text, "default") == _named(b_text, "tuned"):
-            wiring.append(variable)         # a home, a path, a node name: where each machine is, not its tuning
-        else:
-            differ.append({"variable": variable, "default": a, "tuned": b})
-    # A run from before the lab rendered the roles' values kept them as written ("{{ camel_app_home }}/gc").
-    unrendered = sum("{{" in json.dumps(row[m], default=str) for row in differ for m in ("default", "tuned"))
-    return {"differ": differ, "wiring": wiring, "same": same, "available": bool(default or tuned),
-            "unrendered": unrendered}
-
-
-def _named(text: str, machine: str) -> str:
-    """A value with its machine's name as a whole word (a path's part, a node name) put as MACHINE."""
-    return re.sub(rf"(?<![A-Za-z0-9_]){machine}(?![A-Za-z0-9_])", "MACHINE", text)
 
 
 def _observed(status: dict | None, machines: list[str]) -> dict:
