@@ -276,13 +276,8 @@ def run_compare(typed_a: str, typed_b: str, worse_pct: float | None = None) -> i
     if not results:
         results = thresholds.unchecked({f"worse by at most {worse_pct:g}%": worse_pct},
                                        "neither run has a capacity, a throughput or a p95 to compare")
-    junit = thresholds.junit(results, page.parent.name, page.parent / "thresholds.xml")
-    broken = [r for r in results if not r["passed"]]
-    print(f"\nFail if worse than RUN_A by more than {worse_pct:g}%: {len(results) - len(broken)} of {len(results)} "
-          f"passed (JUnit: {junit})", file=sys.stderr)
-    for row in results:
-        print(f"  {row['message']}", file=sys.stderr)
-    return 3 if broken else 0
+    return thresholds.announce(results, f"Fail if worse than RUN_A by more than {worse_pct:g}%", page.parent.name,
+                               page.parent / "thresholds.xml")
 
 
 def show_status(backend: Backend, as_json: bool) -> int:

@@ -14,7 +14,7 @@ def knobs_differ(knobs: dict | None) -> dict:
     """knobs.json's two machines set side by side: {differ: [{variable, default, tuned}], wiring: [variable],
     same, available, unrendered}."""
     if not knobs:
-        return {"differ": [], "same": 0, "available": False}
+        return {"differ": [], "wiring": [], "same": 0, "available": False}
     default = knobs["default"] if isinstance(knobs.get("default"), dict) else {}
     tuned = knobs["tuned"] if isinstance(knobs.get("tuned"), dict) else {}
     differ, wiring, same = [], [], 0

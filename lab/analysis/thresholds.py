@@ -102,9 +102,14 @@ def judge(folder: RunFolder, summary: dict | None) -> int:
         if not limits:
             return 0
         results = unchecked(limits, "the run has no summary to check them on")
-    path = junit(results, folder.run_id, folder.thresholds_xml)
+    return announce(results, "Thresholds", folder.run_id, folder.thresholds_xml)
+
+
+def announce(results: list[dict], title: str, suite: str, path: Path) -> int:
+    """The results as a JUnit file at path and a line each on the terminal under title; 3 when one is broken."""
+    written = junit(results, suite, path)
     broken = [r for r in results if not r["passed"]]
-    print(f"\nThresholds: {len(results) - len(broken)} of {len(results)} passed (JUnit: {path})", file=sys.stderr)
+    print(f"\n{title}: {len(results) - len(broken)} of {len(results)} passed (JUnit: {written})", file=sys.stderr)
     for result in results:
         print(f"  {result['message']}", file=sys.stderr)
     return 3 if broken else 0

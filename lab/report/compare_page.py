@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from lab.analysis.compare import compare
-from lab.analysis.text import times
+from lab.analysis.text import mib, pct, times
 from lab.report.page import environment
 from lab.runfolder import RUNS, RunFolder, comparison_page
 
@@ -32,9 +32,9 @@ def _in_unit(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "bytes":
-        return f"{value / 2**20:,.0f} MiB"
+        return mib(value)
     if unit == "%":
-        return f"{value * 100:.2f}%"
+        return pct(value, 2)
     return f"{value:.4g}"
 
 
