@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -272,9 +273,12 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
                                   RunFolder(Path(ceiling_from)) if ceiling_from else None)
     measured.phase = "starting PCP's logger"
     with step(f"Starting PCP's logger on {_both(order)}"):
-        for name in order:
-            measured.recording.append(name)
-            measured.memory_before[name] = evidence.start_recording(backend, name)
+        # Both machines at once: supervisord waits out each logger's start (3 s) before it answers. Each counts as
+        # recording from here, so that whatever happens its logger is stopped (a stopped one stops again harmlessly).
+        measured.recording.extend(order)
+        with ThreadPoolExecutor(max_workers=len(order)) as pool:
+            started = pool.map(lambda name: evidence.start_recording(backend, name), order)
+            measured.memory_before.update(zip(order, started, strict=True))
     measured.phase = "the load"
     title = (f"Loading {_both(order)} ({schedule}: {profile.describe()}"
              f"{' per machine' if schedule == 'sequential' and len(order) > 1 else ''}; Ctrl-C stops cleanly)")

@@ -15,7 +15,7 @@ from lab import cli, options
 from lab.analysis import capacity
 from lab.analysis.jmeter import error_class, read_results
 from lab.analysis.summary import summarize
-from lab.load import openplan
+from lab.load import ceiling, openplan
 from lab.load.jmeter import PLAN
 from lab.load.openmodel import IDLE_SCHEDULE, Slo, StepLoad, StepWatch
 from lab.load.openplan import open_plan
@@ -281,6 +281,20 @@ def test_the_load_generators_ceiling_is_the_last_step_it_delivered_within_the_sl
                                                                            (2000, 2, 0, 5), (3000, 1500, 0, 3000)],
                                                        replace(load, warmup_s=5)))
     assert found["ceiling_rps"] == 200 and found["steps"][0]["warmup"]
+    # the ceiling's own rule, two steps in a row: JMeter still warming up fell behind once (the second step's
+    # requests over 15 s) and then delivered the third; the fourth and fifth missed: its ceiling is the third's
+    twice = replace(load, max_rps=500, stop_after_misses=2)
+    folder = _ceiling_folder(tmp_path / "hiccup", [(1000, 2, 0, 5)], twice)
+    rows = folder.results("default").read_text().splitlines()
+    tail = rows[1].split(",", 2)[2]                 # after the start and the elapsed time
+    rows += [f"{T0_MS + 10_000 + int(k * 15_000 / 2000)},2,{tail}" for k in range(2000)]
+    rows += [f"{T0_MS + 25_000 + int(k * 10_000 / 3000)},2,{tail}" for k in range(3000)]
+    rows += [f"{T0_MS + 35_000 + int(k * 10_000 / 4000)},3000,{tail}" for k in range(9000)]
+    folder.results("default").write_text("\n".join(rows) + "\n")
+    found = capacity.generator_ceiling(folder)
+    assert [s["delivered"] and s["met"] for s in found["steps"]] == [True, False, True, False, False], found["steps"]
+    assert found["ceiling_rps"] == 300 and found["text"].startswith("300 req/s (at 400 req/s its p99 was 3000 ms")
+    assert ceiling.STEPS.stop_after_misses == 2
 
 
 def test_a_tune_reuses_the_first_ceiling_that_was_measured_not_the_first_that_was_tried(tmp_path):
@@ -341,6 +355,22 @@ def test_the_watch_does_not_end_a_load_on_one_missed_step():
             _feed(watch, step, 100, elapsed)
     watch.judge(T0_MS + 46_001)         # step 4 not yet over
     assert watch.judged == {0: True, 1: False, 2: True, 3: False} and not watch.broken
+
+
+def test_the_ceilings_watch_ends_its_load_on_the_first_step_the_generator_fell_behind_in():
+    # the second step's 2,000 requests: 1,700 of them arrived in its 10 s (85%), every one fast
+    for behind, judged in ((True, {0: True, 1: False}), (False, {0: True, 1: True})):
+        watch = StepWatch(replace(STEPS, stop_after_misses=1, stop_when_behind=behind))
+        _feed(watch, 0, 1000, 20)
+        _feed(watch, 1, 1700, 20)
+        watch.judge(T0_MS + 20_000 + 6_001)
+        assert watch.judged == judged and watch.broken == behind
+    # at 90% of its rate a step was delivered, as the analysis counts it
+    watch = StepWatch(replace(STEPS, stop_after_misses=1, stop_when_behind=True))
+    _feed(watch, 0, 900, 20)
+    watch.judge(T0_MS + 10_000 + 6_001)
+    assert watch.judged == {0: True}
+    assert ceiling.STEPS.stop_when_behind and "or arrives under 90% of its rate" in ceiling.STEPS.describe()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -32,11 +32,8 @@ from collections import Counter
 
 from lab.analysis.jmeter import Samples, client_side, error_class, error_label, read_results
 from lab.analysis.numbers import percentile
-from lab.load.openmodel import Slo, StepLoad
+from lab.load.openmodel import DELIVERED, Slo, StepLoad
 from lab.runfolder import JMeterFolder
-
-# A step whose requests arrived at less than this share of its rate measured the load generator.
-DELIVERED = 0.9
 
 BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts), its rates over "
          "the span of those starts; p99 as JMeter computes it, failed requests included, the generator's own "
@@ -48,7 +45,7 @@ BASIS = ("each step: the rate x length requests that arrived in it (in the order
 
 CEILING_BASIS = ("JMeter's open model, as a capacity run's, against HTTPD's static file in the load generator's own "
                  "network (jmeter/generator/): the highest rate whose requests arrived at 90% of it or more and met "
-                 "the run's SLO; on a host whose CPUs JMeter shares with that target, a lower bound of JMeter's own")
+                 "the run's SLO before two steps in a row did not; on a host whose CPUs JMeter shares with that target, a lower bound of JMeter's own")
 
 
 def step_load(profile: dict) -> StepLoad:
@@ -241,7 +238,8 @@ def with_refined(found: dict, folder: JMeterFolder, t0: float) -> dict:
 
 def generator_ceiling(folder: JMeterFolder) -> dict | None:
     """The load generator's ceiling from its own results (lab/load/ceiling.py), or None when it was not measured:
-    the highest rate of its steps that arrived at the rate and met the SLO before the first that did not."""
+    the highest rate of its steps that arrived at the rate and met the SLO before stop_after_misses consecutive ones
+    that did not (a lone step JMeter fell behind in, still warming up, is not its ceiling)."""
     recorded = _recorded(folder, "target.json")
     if recorded is None:
         return None
@@ -250,14 +248,18 @@ def generator_ceiling(folder: JMeterFolder) -> dict | None:
         return {"ceiling_rps": None, "reached_max": False, "steps": [], "where": target.get("where"),
                 "text": "not measured: its load gave no results", "basis": CEILING_BASIS}
     found = analyze(samples, load, samples.start[0] / 1000.0)
-    ceiling, stopped = None, None
+    ceiling: int | None = None
+    misses: list[dict] = []
     for step in found["steps"]:
         if step["warmup"]:
             continue
-        if not (step["delivered"] and step["met"]):
-            stopped = step
+        if step["delivered"] and step["met"]:
+            ceiling, misses = step["rate_rps"], []
+            continue
+        misses.append(step)
+        if len(misses) >= load.stop_after_misses:
             break
-        ceiling = step["rate_rps"]
+    stopped = misses[0] if misses else None
     reached_max = stopped is None and ceiling == load.rates()[-1]
     if ceiling is None:
         text = f"under {load.start_rps} req/s"

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+# A step whose requests arrived at less than this share of its rate measured the load generator, not the machine.
+DELIVERED = 0.9
+
 # A group that loads nothing (the other machine's, in the sequential schedule): no arrival at all.
 IDLE_SCHEDULE = "rate(0/s) random_arrivals(1 s) rate(0/s)"
 
@@ -60,6 +63,10 @@ class StepLoad:
     resolution_rps: int = 25            # once a knee is found, finer steps between the last met and it, this apart
     warmup_rps: int = 0                 # the warm-up's rate (0: start_rps)
     warmup_steps: int = 1               # the warm-up climbs from warmup_rps towards start_rps in this many segments
+    # A step whose arrivals fell under DELIVERED of its rate counts as a miss while the load runs (the generator's
+    # ceiling, which looks for exactly that). Not for a machine: such a step measured the generator, and the analysis
+    # leaves it unjudged rather than calling it the machine's knee.
+    stop_when_behind: bool = False
     model: str = field(default="open", init=False)
 
     def __post_init__(self) -> None:
@@ -148,9 +155,10 @@ class StepLoad:
         at = (f" climbing from {rates[0]} to {rates[-1]} req/s" if len(set(rates)) > 1
               else f" at {rates[0]} req/s" if rates[0] != self.start_rps else "")
         warmup = f" after a {self.warmup_s} s warm-up{at} (not judged)" if self.warmup_s else ""
+        behind = f" or arrives under {DELIVERED:.0%} of its rate" if self.stop_when_behind else ""
         return (f"open model: {self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s"
                 f"{warmup} until {self.stop_after_misses} step{'s miss' if self.stop_after_misses > 1 else ' misses'} "
-                f"{self.slo.describe()}")
+                f"{self.slo.describe()}{behind}")
 
     def step_of(self, seconds_from_first: float) -> int | None:
         """The judged step (0-based) a request that arrived this long after the first judged step began is in."""
@@ -176,7 +184,8 @@ class StepWatch:
     consecutive steps that missed the SLO. A step is judged once every request of it must have ended
     (its end, then the connect and response timeouts), or earlier when its misses are already certain:
     more slow or failed requests than the SLO allows even of the most arrivals the step could have had
-    (its rate x length plus four standard deviations of Poisson arrivals). The warm-up is never judged.
+    (its rate x length plus four standard deviations of Poisson arrivals). The warm-up is never judged. With
+    stop_when_behind, a step whose arrivals in its time fell under DELIVERED of its rate is a miss too.
 
     A request belongs to the step it arrived in, with the steps' boundaries where the analysis puts them (by
     rank, lab/analysis/capacity.py): JMeter starts its schedule a little before its first request and catches
@@ -245,7 +254,9 @@ class StepWatch:
             if self.load.slo.certainly_missed(slow, errors, most):
                 self.judged[step] = False
             elif now_ms >= end_ms + self._settle_ms:
-                self.judged[step] = samples > 0 and not self.load.slo.certainly_missed(slow, errors, samples)
+                behind = self.load.stop_when_behind and samples < DELIVERED * expected
+                self.judged[step] = samples > 0 and not behind and not self.load.slo.certainly_missed(slow, errors,
+                                                                                                      samples)
             else:
                 break                                   # later steps wait for this one
 
