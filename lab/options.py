@@ -122,6 +122,10 @@ def tune_options() -> argparse.ArgumentParser:
     options.add_argument("--resume", default=argparse.SUPPRESS, metavar="TUNE",
                          help="continue an interrupted tune (its id in runs/, or its folder) as it was planned: "
                               "configurations it measured are kept, one cut short is measured again")
+    options.add_argument("--validate", type=int, default=argparse.SUPPRESS, metavar="N",
+                         help=f"then measure the best configuration against the default machine, and the tuned "
+                              f"machine's own knobs against it too, each a capacity run with --repeat N (default "
+                              f"{TUNE_VALIDATE}; --quick: 0; 0: none)")
     _step_options(options, load.TUNE_STEPS, f"a smoke tune: {TUNE_QUICK_TRIALS} configurations, each measured by "
                                             + load.QUICK_STEPS.describe())
     return options
@@ -130,6 +134,7 @@ def tune_options() -> argparse.ArgumentParser:
 TUNE_BUDGET = "2h"
 TUNE_QUICK_TRIALS = 2
 TUNE_SEED = 1
+TUNE_VALIDATE = 3               # trials of each validation run: the fewest that give an interval worth the name
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,7 @@ class Tune:
     trials: int | None
     budget_s: int | None
     seed: int
+    validate: int = 0               # trials of each validation run (0: none)
 
 
 def duration_s(typed: str, option: str) -> int:
@@ -161,9 +167,13 @@ def tune(args: argparse.Namespace) -> Tune:
     if trials is None and budget is None and quick:
         trials = TUNE_QUICK_TRIALS
     seed = _given(args, "--seed")
+    validate = _given(args, "--validate")
+    if validate is not None and int(validate) < 0:
+        raise StepFailed(f"--validate {validate}: must be 0 (none) or more")
     return Tune(steps, int(trials) if trials is not None else None,
                 None if trials is not None else duration_s(str(budget or TUNE_BUDGET), "--budget"),
-                int(seed) if seed is not None else TUNE_SEED)
+                int(seed) if seed is not None else TUNE_SEED,
+                int(validate) if validate is not None else 0 if quick else TUNE_VALIDATE)
 
 
 def named_groups(typed: str | None, known: list[str], source: str) -> tuple[str, ...]:

@@ -35,6 +35,9 @@ def _host(tmp_path: Path) -> HostLab:
     (["tune", "--resume", "nosuch", "--trials", "2"], "--resume continues a tune as it was planned: --trials cannot "
                                                       "change it"),
     (["tune", "--max-rate", "50"], "--max-rate 50 is below --start-rate 100"),
+    (["tune", "--validate", "-1"], "--validate -1: must be 0 (none) or more"),
+    (["tune", "--resume", "nosuch", "--validate", "1"], "--resume continues a tune as it was planned: --validate "
+                                                        "cannot change it"),
 ])
 def test_a_bad_load_option_is_named_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
     # --backend ssh with an inventory of no hosts: had the options passed, it would fail there. The command line

@@ -1099,7 +1099,8 @@ def test_a_quick_tune_measures_a_configuration_keeps_it_through_ctrl_c_and_write
     # (a cold JVM given the first step's 100 req/s at once queued for seconds and never recovered: a capacity of 0)
     # Seed 21's first configuration is a small one (a 64 MiB heap, a pool of 11, Serial): its budget fits, and what it
     # holds stays far under the 90% of the machine's 512 MiB the memory constraint allows (a best.yml to apply).
-    argv = ["tune", "--trials", "1", "--groups", "jvm,backend_client", "--seed", "21",
+    # Then its validation, one trial each: both machines, the tuned one given best.yml, then with its own knobs.
+    argv = ["tune", "--trials", "1", "--groups", "jvm,backend_client", "--seed", "21", "--validate", "1",
             "--start-rate", str(plan["start_rps"]), "--step-rate", str(plan["step_rps"]),
             "--step-length", str(plan["step_s"]), "--max-rate", str(plan["max_rps"]), "--warmup", str(plan["warmup_s"])]
     # Ctrl-C once a configuration's load has begun
@@ -1145,8 +1146,28 @@ def test_a_quick_tune_measures_a_configuration_keeps_it_through_ctrl_c_and_write
     from lab import knobs
     assert knobs.unknown_in(root / "best.yml", knobs.declared_variables(REPO / "ansible"), REPO) == []
     assert record["result"]["sentence"] in result.stderr and f"Report: {root}/report/index.html" in result.stderr
+    # the validation: both machines loaded in each run, the tuned one carrying the point, then its own knobs
+    validation = record["validation"]
+    assert validation["sentence"] in result.stderr and validation["sentence"].startswith("Validated, both machines")
+    for name, tuned_gc in (("found", observed["gc"]), ("own", "G1")):
+        run_dir = root / "validation" / name
+        run = json.loads((run_dir / "run.json").read_text())
+        assert run["mode"] == "tune-validation" and run["machines_loaded"] == ["default", "tuned"], run
+        seen = json.loads((run_dir / "status.json").read_text())["machines"]
+        assert seen["tuned"]["observed"]["gc"] == tuned_gc and seen["default"]["observed"]["gc"] == "Serial"
+        if name == "found":
+            assert seen["tuned"]["observed"]["backend_pool_per_route"] == point["backend_pool"], seen["tuned"]
+        # one trial: a run of its own, each machine's capacity its trial's (no interval claimed)
+        figures, summary = validation["runs"][name], json.loads((run_dir / "summary.json").read_text())
+        for machine in ("default", "tuned"):
+            found = summary["machines"][machine]["capacity"]
+            assert found["found"] and figures[machine]["mean"] == found["capacity_rps"] is not None, (name, found)
+            assert figures[machine]["low"] is None and figures[machine]["trials"] == 1
+        assert figures["ratio"] == summary["capacity"]["ratio"] and (run_dir / "report" / "index.html").is_file()
+    assert "(one trial: no interval)" in validation["sentence"] and "95%" not in validation["sentence"]
     html = (root / "report" / "index.html").read_text()
     assert 'id="chart-tune"' in html and f'href="../configs/{again["number"]}/report/index.html"' in html
+    assert '<section id="validation">' in html and 'href="../validation/own/report/index.html"' in html
     machines = json.loads(start("status", "--json", timeout=120).stdout)["machines"]
     assert machines["tuned"]["observed"]["gc"] == "G1" and machines["tuned"]["observed"]["proxy_protocol"] == "ajp"
     assert machines["tuned"]["given_knobs"] is None

@@ -115,3 +115,93 @@ def test_resume_on_a_damaged_tune_record_names_it_and_starts_nothing(monkeypatch
     (folder / "tune.json").write_text(written)
     with pytest.raises(StepFailed, match=rf"^--resume 20261129-010000: .*{why}.*start a new tune$"):
         command.prepare(cli._parser().parse_args(["tune", "--resume", "20261129-010000"]))
+
+
+def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_and_a_resume_keeps_what_completed(
+        host, lab, monkeypatch, capsys):
+    # Two capacity runs of --validate trials, both machines in each: the tuned machine given best.yml, then its own
+    # knobs (the 2018 tuning). The second one is cut short once: --resume keeps the first and measures the second.
+    searched = experiment.measure
+    validated: list[tuple[str, object]] = []
+    cut = {"own": 1}
+
+    def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra, schedule=None):
+        if mode["mode"] != "tune-validation":
+            return searched(backend, profile, repeat, folder, mode, machines, unusable, extra, schedule)
+        assert machines == ("default", "tuned") and repeat == 2 and extra == 0
+        name = mode["validation"]
+        validated.append((name, lab.given[-1]))
+        if cut.get(name):
+            cut[name] -= 1
+            RunFolder.write_json(folder.run_json, {"ended": {"how": "interrupted"}})
+            return {"how": "interrupted"}
+        tuned = 800.0 if name == "found" else 420.0
+        RunFolder.write_json(folder.summary_json, {"capacity": {
+            "machines": {"default": {"mean": 400.0, "low": 380.0, "high": 420.0, "trials": 2},
+                         "tuned": {"mean": tuned, "low": tuned - 40, "high": tuned + 40, "trials": 2}},
+            "ratio": tuned / 400, "low": tuned / 400 - 0.2, "high": tuned / 400 + 0.2}})
+        RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
+        folder.write_text(folder.report_html, "<html></html>")
+        return {"how": "completed"}
+
+    monkeypatch.setattr(experiment, "measure", measure)
+    argv = ["tune", "--groups", "backend_client,jvm", "--trials", "6", "--quick", "--seed", "2", "--validate", "2"]
+    prepared = command.prepare(cli._parser().parse_args(argv))
+    assert prepared.plan.validate == 2
+    assert command.run(ModelledBackend(), host, prepared) == 130
+    err = capsys.readouterr().err
+    assert "then the best configuration validated: the default machine against the tuned one given it, and " \
+           "against the tuned machine's own knobs, each a capacity run of 2 trials" in err
+    root = next(runfolder.RUNS.glob("2*"))
+    assert f"./start.sh tune --resume {root.name} continues it" in err
+    best = root / "best.yml"
+    # the best configuration on the tuned machine while it was measured, its own knobs back before the 2018 tuning's
+    assert validated == [("found", ("tuned", best)), ("own", ("tuned", None))]
+
+    assert command.run(ModelledBackend(), host, command.prepare(cli._parser().parse_args(
+        ["tune", "--resume", root.name]))) == 0
+    err = capsys.readouterr().err
+    assert validated[2:] == [("own", ("tuned", None))]             # the completed run kept, the cut one measured
+    assert "the run with the tuned machine carrying the best configuration was completed: kept" in err
+    record = yaml.safe_load((root / "tune.json").read_text())
+    sentence = record["validation"]["sentence"]
+    assert sentence in err
+    assert ("the best configuration served 800 req/s [760, 840] against the default machine's 400 req/s [380, 420], "
+            "2.00x [1.80, 2.20]; the tuned machine's own knobs (the 2018 tuning) 420 req/s [380, 460] against 400 "
+            "req/s [380, 420], 1.05x [0.85, 1.25]") in sentence
+    html = (root / "report" / "index.html").read_text()
+    assert '<section id="validation">' in html and 'href="../validation/found/report/index.html"' in html
+    assert 'href="../validation/own/report/index.html"' in html and "2.00x [1.80, 2.20]" in html
+    assert not host.aa_pending()
+
+
+def test_a_tune_validates_three_trials_unless_quick_or_told_and_an_older_plan_validates_nothing():
+    from lab.tune.folder import Plan
+    chosen = {tuple(argv): command.prepare(cli._parser().parse_args(["tune", *argv])).plan.validate
+              for argv in ([], ["--quick"], ["--validate", "0"], ["--quick", "--validate", "2"])}
+    assert chosen == {(): 3, ("--quick",): 0, ("--validate", "0"): 0, ("--quick", "--validate", "2"): 2}
+    plan = command.prepare(cli._parser().parse_args(["tune"])).plan
+    assert Plan.from_json(plan.as_json()) == plan
+    older = {key: value for key, value in plan.as_json().items() if key != "validate"}
+    assert Plan.from_json(older).validate == 0
+
+
+def test_a_validation_of_one_trial_reads_each_machines_capacity_from_its_run_and_claims_no_interval(tmp_path):
+    from lab.tune.folder import Tuning
+    from lab.tune.validate import outcome
+    tuning = Tuning(tmp_path)
+    for name, tuned in (("found", {"found": True, "capacity_rps": 300}), ("own", {"found": False,
+                                                                                 "capacity_rps": 200})):
+        folder = RunFolder(tmp_path / "validation" / name)
+        RunFolder.write_json(folder.summary_json, {"capacity": {"default_rps": 150, "tuned_rps": 300, "ratio": 2.0},
+                                                   "machines": {"default": {"capacity": {"found": True,
+                                                                                         "capacity_rps": 150}},
+                                                                "tuned": {"capacity": tuned}}})
+        RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
+    found = outcome(tuning)
+    assert found["runs"]["found"]["tuned"] == {"mean": 300, "low": None, "high": None, "trials": 1, "at_least": None}
+    assert found["runs"]["own"]["tuned"]["mean"] is None        # a lower bound is not a capacity measured
+    assert found["sentence"] == (
+        "Validated, both machines in every trial: the best configuration served 300 req/s against the default "
+        "machine's 150 req/s, 2.00x (one trial: no interval); the tuned machine's own knobs (the 2018 tuning) at "
+        "least 200 req/s against 150 req/s, 2.00x (one trial: no interval)")

@@ -1,5 +1,5 @@
-"""A tune's page (templates/tune.html.j2): the lead sentence, each configuration's capacity against the trials with the
-best so far, each knob's importance, and every configuration tried with its knobs, its constraints and why one broke,
+"""A tune's page (templates/tune.html.j2): the lead sentence, the validation of its best configuration (if any), each
+configuration's capacity against the trials with the best so far, each knob's importance, and every configuration tried with its knobs, its constraints and why one broke,
 with a link to its own capacity report."""
 from __future__ import annotations
 
@@ -53,7 +53,14 @@ def render(tuning: Tuning) -> Path:
         config = tuning.config_folder(row["number"])
         if config.report_html.is_file():
             reports[row["number"]] = folder.relative(config.report_html)
+    validation = record.get("validation")
+    validation_reports = {}
+    for name in (validation or {}).get("runs") or {}:
+        run = RunFolder(tuning.root / "validation" / name)
+        if run.report_html.is_file():
+            validation_reports[name] = folder.relative(run.report_html)
     page = environment().get_template(TEMPLATE).render(record=record, result=result, reports=reports,
+                                                       validation=validation, validation_reports=validation_reports,
                                                        charts=[progress(result)], now=time.time(),
                                                        memory_share_max=MEMORY_SHARE_MAX,
                                                        tune_id=tuning.root.name)

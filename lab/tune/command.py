@@ -46,7 +46,8 @@ def prepare(args: argparse.Namespace) -> Prepared:
     typed = getattr(args, "resume", None)
     if typed is not None:
         given = [option for option, name in (("--groups", "groups"), ("--trials", "trials"), ("--budget", "budget"),
-                                              ("--seed", "seed"), ("--quick", "quick"))
+                                              ("--seed", "seed"), ("--quick", "quick"),
+                                              ("--validate", "validate"))
                  if getattr(args, name, None) not in (None, False)]     # --quick: False when not typed
         if given:
             raise StepFailed(f"--resume continues a tune as it was planned: {', '.join(given)} cannot change it")
@@ -65,7 +66,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         return Prepared(plan, space, tuning)
     chosen = options.tune(args)
     plan = Plan(chosen_groups(space, getattr(args, "groups", None)), chosen.steps, chosen.trials, chosen.budget_s,
-                chosen.seed)
+                chosen.seed, chosen.validate)
     runfolder.check_free_space(load.run_folder_bytes(plan.steps))
     return Prepared(plan, space, None)
 
@@ -80,8 +81,14 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
     tuning = prepared.resume or Tuning.create(plan, backend=backend.name, inputs_sha256=inputs_sha256())
     info(f"tune folder: {tuning.root}" + (" (resumed: measured configurations are kept)" if prepared.resume else ""))
     base = knob_space.base_knobs()
+    validated = None
     try:
         study = search(backend, host, tuning, plan, space, base)
+        found = result(study, tuning, space, plan, base)
+        if plan.validate and found["best_file"]:
+            from lab.tune.validate import validate
+            validated = validate(backend, host, tuning, plan, Path(found["best_file"]))
+            tuning.update(validation=validated)
     except KeyboardInterrupt:
         print(f"\nInterrupted: what was measured is kept. ./start.sh tune --resume {tuning.root.name} continues it.",
               file=sys.stderr)
@@ -91,10 +98,11 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
                          "continues it") from error
     from lab.report import tune_page  # matplotlib: only once there is something to draw
 
-    found = result(study, tuning, space, plan, base)
     page = tune_page.render(tuning)
     scripted.result(tuning.file)
     print(f"\n{found['sentence']}", file=sys.stderr)
+    if validated:
+        print(validated["sentence"], file=sys.stderr)
     if found["best_file"]:
         print(f"Best configuration: {found['best_file']}\n  to give it to the tuned machine: ./start.sh up --knobs "
               f"{shown(Path(found['best_file']))}", file=sys.stderr)

@@ -29,19 +29,24 @@ class Plan:
     trials: int | None              # at most this many configurations ...
     budget_s: int | None            # ... or within this long (the sum of the configurations' own durations)
     seed: int
+    validate: int = 0               # then the best one against the default machine and the 2018 tuning: trials each
 
     def as_json(self) -> dict:
         return {"groups": list(self.groups), "steps": asdict(self.steps), "trials": self.trials,
-                "budget_s": self.budget_s, "seed": self.seed, "load": self.steps.describe()}
+                "budget_s": self.budget_s, "seed": self.seed, "validate": self.validate, "load": self.steps.describe()}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
         return cls(tuple(data["groups"]), capacity.step_load(data["steps"]), data.get("trials"), data.get("budget_s"),
-                   int(data["seed"]))
+                   int(data["seed"]), int(data.get("validate") or 0))      # a tune planned before validation: none
 
     def trial_s(self) -> float:
         """A configuration's cost at most: its provisioning, every step to the highest rate, the run's overhead."""
         return PROVISION_S + self.steps.duration_s + TRIAL_OVERHEAD_S
+
+    def validation_s(self) -> float:
+        """The validation's cost at most: two runs of validate trials, both machines each, every step."""
+        return 2 * (PROVISION_S + self.validate * 2 * (self.steps.duration_s + TRIAL_OVERHEAD_S))
 
     def describe(self, space: Space) -> list[str]:
         dims = space.dimensions
@@ -63,6 +68,11 @@ class Plan:
                                                       else f"about {max(1, int((self.budget_s or 0) // each))} "
                                                            "configurations at least")
                   + "; an interrupted tune continues with --resume"]
+        if self.validate:
+            lines.append(f"  then the best configuration validated: the default machine against the tuned one given it, "
+                         f"and against the tuned machine's own knobs, each a capacity run of {self.validate} trial"
+                         f"{'s' if self.validate != 1 else ''} (both machines; {duration_text(self.validation_s())} "
+                         "at most; --validate 0 skips it)")
         return lines
 
 

@@ -1,0 +1,111 @@
+"""A tune's last stage: its best configuration measured as a user would measure it before relying on it. One capacity
+run per configuration ranks configurations; this gives the answer its intervals. Two capacity runs of plan.validate
+trials each, both machines loaded in every trial, so that each ratio pairs trials measured on the host as it then was
+(its 95% interval over them: lab/analysis/repeated.py): the default machine against the tuned one given best.yml
+(validation/found/), then against the tuned machine with its own knobs, the 2018 write-up's tuning (validation/own/).
+A run that completed is kept when a tune is resumed."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab import aa, experiment
+from lab.ablation.folder import CAPACITY, TUNED, unusable
+from lab.hostlab import HostLab
+from lab.machines import MACHINES
+from lab.machines.protocol import Backend
+from lab.progress import info
+from lab.runfolder import RunFolder
+from lab.tune.folder import Plan, Tuning
+
+# name: what the tuned machine carries in that run
+RUNS = {"found": "the best configuration", "own": "its own knobs (the 2018 tuning)"}
+
+
+def folder_of(tuning: Tuning, name: str) -> RunFolder:
+    return RunFolder(tuning.root / "validation" / name)
+
+
+def completed(folder: RunFolder) -> bool:
+    run = (folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None) or {}
+    return (run.get("ended") or {}).get("how") == "completed" and folder.summary_json.is_file()
+
+
+def validate(backend: Backend, host: HostLab, tuning: Tuning, plan: Plan, best_file: Path) -> dict:
+    """Both validation runs (those not completed yet), then what they found."""
+    for name, carried in RUNS.items():
+        folder = folder_of(tuning, name)
+        if completed(folder):
+            info(f"validation: the run with the tuned machine carrying {carried} was completed: kept")
+            continue
+        info(f"validation: the default machine against the tuned one carrying {carried} ({plan.validate} trial"
+             f"{'s' if plan.validate != 1 else ''})")
+        # the generator's ceiling is the host's: the one the tune measured, copied into every trial
+        mode: dict = {"mode": "tune-validation", "validation": name, "thresholds": {},
+                      "ceiling_from": tuning.ceiling_measured_in()}
+        if name == "found":
+            with aa.machines_with(backend, host) as give:
+                give({TUNED: best_file}, "the best configuration")
+                ended = _measure(backend, plan, folder, {**mode, "tuned_knobs": str(best_file),
+                                                         "knobs_files": {TUNED: str(best_file)}})
+        else:
+            ended = _measure(backend, plan, folder, mode)
+        if ended["how"] == "interrupted":
+            raise KeyboardInterrupt
+    return outcome(tuning)
+
+
+def _measure(backend: Backend, plan: Plan, folder: RunFolder, mode: dict) -> dict:
+    return experiment.measure(backend, plan.steps, plan.validate, folder, mode, machines=MACHINES,
+                              unusable=unusable(CAPACITY, MACHINES), extra=0)
+
+
+def outcome(tuning: Tuning) -> dict:
+    """Each validation run's capacities with their intervals and its ratio, and the sentence that leads the report."""
+    runs = {}
+    for name in RUNS:
+        folder = folder_of(tuning, name)
+        summary = (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file() else None) or {}
+        found = summary.get("capacity") or {}
+        runs[name] = {"folder": str(folder.root), "completed": completed(folder),
+                      "ratio": found.get("ratio"), "low": found.get("low"), "high": found.get("high"),
+                      "note": found.get("note"), **{machine: _machine(summary, machine) for machine in MACHINES}}
+    return {"runs": runs, "sentence": sentence(runs)}
+
+
+def _machine(summary: dict, machine: str) -> dict:
+    """A machine's capacity in a validation run: over its trials (a repeated run's mean and interval), or its one
+    trial's (--validate 1: a run of its own, no interval)."""
+    over_trials = (summary.get("capacity") or {}).get("machines")
+    if isinstance(over_trials, dict):
+        figures = over_trials.get(machine) or {}
+        return {**{key: figures.get(key) for key in ("mean", "low", "high", "trials")},
+                "at_least": figures.get("capacity_rps") if figures.get("mean") is None else None}
+    found = ((summary.get("machines") or {}).get(machine) or {}).get("capacity") or {}
+    measured = found.get("capacity_rps") if found.get("found") else None
+    return {"mean": measured, "low": None, "high": None, "trials": 1 if measured is not None else 0,
+            "at_least": found.get("capacity_rps") if measured is None else None}
+
+
+def _capacity(figures: dict) -> str:
+    if figures.get("mean") is None:
+        # past the last step or the generator's reach: a lower bound, never a capacity measured
+        return f"at least {figures['at_least']:.0f} req/s" if figures.get("at_least") is not None else "no capacity"
+    interval = (f" [{figures['low']:.0f}, {figures['high']:.0f}]" if figures.get("low") is not None
+                and figures.get("high") is not None else "")
+    return f"{figures['mean']:.0f} req/s{interval}"
+
+
+def _ratio(run: dict) -> str:
+    if run.get("ratio") is None:
+        return f"no ratio ({run.get('note') or 'no trial measured both capacities'})"
+    interval = (f" [{run['low']:.2f}, {run['high']:.2f}]" if run.get("low") is not None and run.get("high") is not None
+                else " (one trial: no interval)")
+    return f"{run['ratio']:.2f}x{interval}"
+
+
+def sentence(runs: dict) -> str:
+    found, own = runs["found"], runs["own"]
+    return (f"Validated, both machines in every trial: the best configuration served {_capacity(found[TUNED])} against "
+            f"the default machine's {_capacity(found['default'])}, {_ratio(found)}; the tuned machine's own knobs (the "
+            f"2018 tuning) {_capacity(own[TUNED])} against {_capacity(own['default'])}, {_ratio(own)}"
+            + (" (95% intervals over the trials)" if any(run.get("low") is not None for run in runs.values()) else ""))
