@@ -9,6 +9,7 @@ from pathlib import Path
 from lab.report.page import environment
 from lab.report.plotting import Chart, figure, finish, style
 from lab.runfolder import RunFolder
+from lab.tune import validate
 from lab.tune.folder import MEMORY_SHARE_MAX, Tuning
 
 TEMPLATE = "tune.html.j2"
@@ -61,6 +62,7 @@ def render(tuning: Tuning) -> Path:
             validation_reports[name] = folder.relative(run.report_html)
     page = environment().get_template(TEMPLATE).render(record=record, result=result, reports=reports,
                                                        validation=validation, validation_reports=validation_reports,
+                                                       validation_runs=validate.RUNS,
                                                        charts=[progress(result)], now=time.time(),
                                                        memory_share_max=MEMORY_SHARE_MAX,
                                                        tune_id=tuning.root.name)
