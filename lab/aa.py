@@ -75,7 +75,7 @@ def _named(machines: Iterable[str]) -> str:
 def _restore(backend: Backend, host: HostLab, machines: list[str]) -> None:
     """The machines given others provisioned with their own knobs in one run; each whose provisioning did not fail
     is no longer named by the host, even when another's failed (which is raised after)."""
-    with step(f"Provisioning the {_named(machines)} back with their own knobs"):
+    with step(f"Provisioning the {_named(machines)} back with {'its' if len(machines) == 1 else 'their'} own knobs"):
         try:
             _provision(backend, None, machines, restore_command(host.aa_machines()))
         except PlaybookFailed as error:

@@ -126,6 +126,10 @@ def tune_options() -> argparse.ArgumentParser:
                          help=f"then measure the best configuration against the default machine, and the tuned "
                               f"machine's own knobs against it too, each a capacity run with --repeat N (default "
                               f"{TUNE_VALIDATE}; --quick: 0; 0: none)")
+    options.add_argument("--schedule", choices=load.SCHEDULES, default=argparse.SUPPRESS,
+                         help="the validation's: load both machines at once, or one after the other (default: at "
+                              "once only when each machine and JMeter have CPUs of their own); the search loads the "
+                              "tuned machine alone")
     _step_options(options, load.TUNE_STEPS, f"a smoke tune: {TUNE_QUICK_TRIALS} configurations, each measured by "
                                             + load.QUICK_STEPS.describe())
     return options
@@ -145,6 +149,7 @@ class Tune:
     budget_s: int | None
     seed: int
     validate: int = 0               # trials of each validation run (0: none)
+    schedule: str | None = None     # the validation's (None: the placement's)
 
 
 def duration_s(typed: str, option: str) -> int:
@@ -170,10 +175,14 @@ def tune(args: argparse.Namespace) -> Tune:
     validate = _given(args, "--validate")
     if validate is not None and int(validate) < 0:
         raise StepFailed(f"--validate {validate}: must be 0 (none) or more")
+    validated = int(validate) if validate is not None else 0 if quick else TUNE_VALIDATE
+    schedule = _given(args, "--schedule")
+    if schedule is not None and not validated:
+        raise StepFailed(f"--schedule {schedule} is the validation's, and this tune validates nothing "
+                         f"({'--validate 0' if validate is not None else '--quick'}): give --validate N too")
     return Tune(steps, int(trials) if trials is not None else None,
                 None if trials is not None else duration_s(str(budget or TUNE_BUDGET), "--budget"),
-                int(seed) if seed is not None else TUNE_SEED,
-                int(validate) if validate is not None else 0 if quick else TUNE_VALIDATE)
+                int(seed) if seed is not None else TUNE_SEED, validated, schedule)
 
 
 def named_groups(typed: str | None, known: list[str], source: str) -> tuple[str, ...]:

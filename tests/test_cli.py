@@ -38,6 +38,11 @@ def _host(tmp_path: Path) -> HostLab:
     (["tune", "--validate", "-1"], "--validate -1: must be 0 (none) or more"),
     (["tune", "--resume", "nosuch", "--validate", "1"], "--resume continues a tune as it was planned: --validate "
                                                         "cannot change it"),
+    (["tune", "--quick", "--schedule", "parallel"], "--schedule parallel is the validation's, and this tune validates "
+                                                    "nothing (--quick): give --validate N too"),
+    (["tune", "--validate", "0", "--schedule", "sequential"], "--schedule sequential is the validation's, and this "
+                                                              "tune validates nothing (--validate 0): give --validate "
+                                                              "N too"),
 ])
 def test_a_bad_load_option_is_named_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
     # --backend ssh with an inventory of no hosts: had the options passed, it would fail there. The command line

@@ -128,7 +128,7 @@ def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_a
     def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra, schedule=None):
         if mode["mode"] != "tune-validation":
             return searched(backend, profile, repeat, folder, mode, machines, unusable, extra, schedule)
-        assert machines == ("default", "tuned") and repeat == 2 and extra == 0
+        assert machines == ("default", "tuned") and repeat == 2 and extra == 0 and schedule == "parallel"
         name = mode["validation"]
         validated.append((name, lab.given[-1]))
         if cut.get(name):
@@ -145,13 +145,18 @@ def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_a
         return {"how": "completed"}
 
     monkeypatch.setattr(experiment, "measure", measure)
-    argv = ["tune", "--groups", "backend_client,jvm", "--trials", "6", "--quick", "--seed", "2", "--validate", "2"]
+    argv = ["tune", "--groups", "backend_client,jvm", "--trials", "6", "--quick", "--seed", "2", "--validate", "2",
+            "--schedule", "parallel"]
     prepared = command.prepare(cli._parser().parse_args(argv))
-    assert prepared.plan.validate == 2
+    assert prepared.plan.validate == 2 and prepared.plan.schedule == "parallel"
     assert command.run(ModelledBackend(), host, prepared) == 130
     err = capsys.readouterr().err
     assert "then the best configuration validated: the default machine against the tuned one given it, and " \
-           "against the tuned machine's own knobs, each a capacity run of 2 trials" in err
+           "against the tuned machine's own knobs, each a capacity run of 2 trials (both machines, at once;" in err
+    # from the search's last configuration straight to the best one: its own knobs back once, after that run only
+    searched_given = lab.given[:-2]
+    assert lab.given[-2:] == [("tuned", root_best := next(runfolder.RUNS.glob("2*")) / "best.yml"), ("tuned", None)]
+    assert searched_given and ("tuned", None) not in searched_given and ("tuned", root_best) not in searched_given
     root = next(runfolder.RUNS.glob("2*"))
     assert f"./start.sh tune --resume {root.name} continues it" in err
     best = root / "best.yml"

@@ -8,13 +8,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import experiment, load, options, runfolder, scripted
+from lab import aa, experiment, interrupts, load, options, runfolder, scripted
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
 from lab.paths import shown
 from lab.progress import info
 from lab.tune import space as knob_space
+from lab.tune import validate
 from lab.tune.folder import Plan, Tuning
 from lab.tune.space import Space
 
@@ -47,7 +48,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     if typed is not None:
         given = [option for option, name in (("--groups", "groups"), ("--trials", "trials"), ("--budget", "budget"),
                                               ("--seed", "seed"), ("--quick", "quick"),
-                                              ("--validate", "validate"))
+                                              ("--validate", "validate"), ("--schedule", "schedule"))
                  if getattr(args, name, None) not in (None, False)]     # --quick: False when not typed
         if given:
             raise StepFailed(f"--resume continues a tune as it was planned: {', '.join(given)} cannot change it")
@@ -66,7 +67,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         return Prepared(plan, space, tuning)
     chosen = options.tune(args)
     plan = Plan(chosen_groups(space, getattr(args, "groups", None)), chosen.steps, chosen.trials, chosen.budget_s,
-                chosen.seed, chosen.validate)
+                chosen.seed, chosen.validate, chosen.schedule)
     runfolder.check_free_space(load.run_folder_bytes(plan.steps))
     return Prepared(plan, space, None)
 
@@ -83,12 +84,19 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
     base = knob_space.base_knobs()
     validated = None
     try:
-        study = search(backend, host, tuning, plan, space, base)
-        found = result(study, tuning, space, plan, base)
-        if plan.validate and found["best_file"]:
-            from lab.tune.validate import validate
-            validated = validate(backend, host, tuning, plan, Path(found["best_file"]))
-            tuning.update(validation=validated)
+        with interrupts.sigterm_as_interrupt():
+            # The tuned machine goes from the search's last configuration straight to the best one, measured there
+            # first, then gets its own knobs back once for the 2018 tuning's run: one provisioning fewer.
+            with aa.machines_with(backend, host) as give:
+                study = search(backend, tuning, plan, space, base, give)
+                found = result(study, tuning, space, plan, base)
+                best = Path(found["best_file"]) if plan.validate and found["best_file"] else None
+                if best:
+                    validate.run(backend, tuning, plan, "found", best, give)
+            if best:
+                validate.run(backend, tuning, plan, "own")
+                validated = validate.outcome(tuning)
+                tuning.update(validation=validated)
     except KeyboardInterrupt:
         print(f"\nInterrupted: what was measured is kept. ./start.sh tune --resume {tuning.root.name} continues it.",
               file=sys.stderr)

@@ -30,23 +30,28 @@ class Plan:
     budget_s: int | None            # ... or within this long (the sum of the configurations' own durations)
     seed: int
     validate: int = 0               # then the best one against the default machine and the 2018 tuning: trials each
+    schedule: str | None = None     # the validation's (None: the placement's)
 
     def as_json(self) -> dict:
         return {"groups": list(self.groups), "steps": asdict(self.steps), "trials": self.trials,
-                "budget_s": self.budget_s, "seed": self.seed, "validate": self.validate, "load": self.steps.describe()}
+                "budget_s": self.budget_s, "seed": self.seed, "validate": self.validate, "schedule": self.schedule,
+                "load": self.steps.describe()}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
         return cls(tuple(data["groups"]), capacity.step_load(data["steps"]), data.get("trials"), data.get("budget_s"),
-                   int(data["seed"]), int(data.get("validate") or 0))      # a tune planned before validation: none
+                   int(data["seed"]), int(data.get("validate") or 0),      # a tune planned before validation: none
+                   data.get("schedule"))
 
     def trial_s(self) -> float:
         """A configuration's cost at most: its provisioning, every step to the highest rate, the run's overhead."""
         return PROVISION_S + self.steps.duration_s + TRIAL_OVERHEAD_S
 
     def validation_s(self) -> float:
-        """The validation's cost at most: two runs of validate trials, both machines each, every step."""
-        return 2 * (PROVISION_S + self.validate * 2 * (self.steps.duration_s + TRIAL_OVERHEAD_S))
+        """The validation's cost at most: two runs of validate trials, both machines each (one after the other unless
+        the schedule loads both at once), every step."""
+        loads = 1 if self.schedule == "parallel" else 2
+        return 2 * (PROVISION_S + self.validate * loads * (self.steps.duration_s + TRIAL_OVERHEAD_S))
 
     def describe(self, space: Space) -> list[str]:
         dims = space.dimensions
@@ -71,8 +76,9 @@ class Plan:
         if self.validate:
             lines.append(f"  then the best configuration validated: the default machine against the tuned one given it, "
                          f"and against the tuned machine's own knobs, each a capacity run of {self.validate} trial"
-                         f"{'s' if self.validate != 1 else ''} (both machines; {duration_text(self.validation_s())} "
-                         "at most; --validate 0 skips it)")
+                         f"{'s' if self.validate != 1 else ''} (both machines"
+                         f"{', at once' if self.schedule == 'parallel' else ', one after the other' if self.schedule else ''}"
+                         f"; {duration_text(self.validation_s())} at most; --validate 0 skips it)")
         return lines
 
 

@@ -13,11 +13,10 @@ from dataclasses import asdict
 
 import yaml
 
-from lab import aa, budget, experiment, interrupts, load, runfolder
+from lab import aa, budget, experiment, load, runfolder
 from lab.ablation.folder import CAPACITY, TUNED, figure, unusable
 from lab.analysis.verdict import PAGE_INS_MAX
 from lab.errors import LabError, StepFailed
-from lab.hostlab import HostLab
 from lab.machines.local.memory import VM_RAM_MIB
 from lab.machines.protocol import Backend
 from lab.paths import shown
@@ -74,8 +73,9 @@ def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Ou
     return Outcome(value, broken, amounts, figures)
 
 
-def search(backend: Backend, host: HostLab, tuning: Tuning, plan: Plan, space: Space, base: dict) -> Study:
-    """Configurations measured until the plan's trials or budget are spent; the study as it then stands."""
+def search(backend: Backend, tuning: Tuning, plan: Plan, space: Space, base: dict, give: aa.Give) -> Study:
+    """Configurations measured until the plan's trials or budget are spent, each given to the tuned machine by give
+    (aa.machines_with's); the study as it then stands."""
     study = Study(tuning.root, space.chosen(plan.groups), plan.seed)
     requeued = study.requeue_interrupted()
     if requeued:
@@ -86,50 +86,49 @@ def search(backend: Backend, host: HostLab, tuning: Tuning, plan: Plan, space: S
                                               getattr(backend, "memory_mb", VM_RAM_MIB))
     chosen_space = space.chosen(plan.groups)
     failed_in_a_row = 0
-    with interrupts.sigterm_as_interrupt(), aa.machines_with(backend, host) as give:
-        while (ahead := _next_allowed(study, plan)) is not None:
-            number, point = study.ask()
-            knobs = chosen_space.knobs(point, base)
-            path = tuning.write_knobs(number, point, knobs)
-            info(f"configuration {number} ({ahead}): {point_text(point)}")
-            estimated = budget.estimate(TUNED, knobs, limit, swap, sees)
-            if estimated is not None and estimated.over_mib is not None and limit:
-                study.tell(number, Outcome(None, {"memory_over": f"its memory budget is {estimated.total_mib:.0f} MiB, "
-                                                                 f"{estimated.over_mib:.0f} MiB over the {limit:.0f} "
-                                                                 "MiB model: set aside unmeasured"},
-                                           {"memory_over": round(estimated.total_mib / limit - MEMORY_SHARE_MAX, 4)},
-                                           {"budget_mib": round(estimated.total_mib, 1), "seconds": 0},
-                                           measured=False))
-                info(f"  set aside: its memory budget ({estimated.total_mib:.0f} MiB) exceeds the {limit:.0f} MiB model")
-                continue
-            started = time.monotonic()
-            folder = tuning.config_folder(number)
-            try:
-                give({TUNED: path}, f"configuration {number}")
-                runfolder.check_free_space(load.run_folder_bytes(plan.steps), tuning.root.parent)
-                ended = experiment.measure(backend, plan.steps, 1, folder,
-                                           {"mode": "tune", "configuration": point, "thresholds": {},
-                                            # the generator's ceiling is the host's, not the configuration's: once
-                                            "ceiling_from": tuning.ceiling_measured_in(),
-                                            "tuned_knobs": str(path), "knobs_files": {TUNED: str(path)}},
-                                           machines=(TUNED,), unusable=unusable(CAPACITY, (TUNED,)), extra=0)
-            except LabError as error:
-                failed_in_a_row += 1
-                study.tell(number, Outcome(None, {"no_figure": f"it could not be measured: {error}"[:500]},
-                                           figures={"seconds": round(time.monotonic() - started, 1)}))
-                info(f"  not measured: {error}")
-                if failed_in_a_row >= 2:
-                    raise StepFailed(f"two configurations in a row could not be measured (the last: {error})") from error
-                continue
-            if ended["how"] == "interrupted":
-                raise KeyboardInterrupt
-            failed_in_a_row = 0
-            outcome = outcome_of(folder, limit, time.monotonic() - started)
-            if ended["how"] != "completed" and "no_figure" not in outcome.broken:
-                outcome = Outcome(None, {**outcome.broken, "no_figure": f"the run {ended['how']}"}, outcome.amounts,
-                                  outcome.figures)
-            study.tell(number, outcome)
-            info("  " + _said(outcome, study.best()))
+    while (ahead := _next_allowed(study, plan)) is not None:
+        number, point = study.ask()
+        knobs = chosen_space.knobs(point, base)
+        path = tuning.write_knobs(number, point, knobs)
+        info(f"configuration {number} ({ahead}): {point_text(point)}")
+        estimated = budget.estimate(TUNED, knobs, limit, swap, sees)
+        if estimated is not None and estimated.over_mib is not None and limit:
+            study.tell(number, Outcome(None, {"memory_over": f"its memory budget is {estimated.total_mib:.0f} MiB, "
+                                                             f"{estimated.over_mib:.0f} MiB over the {limit:.0f} "
+                                                             "MiB model: set aside unmeasured"},
+                                       {"memory_over": round(estimated.total_mib / limit - MEMORY_SHARE_MAX, 4)},
+                                       {"budget_mib": round(estimated.total_mib, 1), "seconds": 0},
+                                       measured=False))
+            info(f"  set aside: its memory budget ({estimated.total_mib:.0f} MiB) exceeds the {limit:.0f} MiB model")
+            continue
+        started = time.monotonic()
+        folder = tuning.config_folder(number)
+        try:
+            give({TUNED: path}, f"configuration {number}")
+            runfolder.check_free_space(load.run_folder_bytes(plan.steps), tuning.root.parent)
+            ended = experiment.measure(backend, plan.steps, 1, folder,
+                                       {"mode": "tune", "configuration": point, "thresholds": {},
+                                        # the generator's ceiling is the host's, not the configuration's: once
+                                        "ceiling_from": tuning.ceiling_measured_in(),
+                                        "tuned_knobs": str(path), "knobs_files": {TUNED: str(path)}},
+                                       machines=(TUNED,), unusable=unusable(CAPACITY, (TUNED,)), extra=0)
+        except LabError as error:
+            failed_in_a_row += 1
+            study.tell(number, Outcome(None, {"no_figure": f"it could not be measured: {error}"[:500]},
+                                       figures={"seconds": round(time.monotonic() - started, 1)}))
+            info(f"  not measured: {error}")
+            if failed_in_a_row >= 2:
+                raise StepFailed(f"two configurations in a row could not be measured (the last: {error})") from error
+            continue
+        if ended["how"] == "interrupted":
+            raise KeyboardInterrupt
+        failed_in_a_row = 0
+        outcome = outcome_of(folder, limit, time.monotonic() - started)
+        if ended["how"] != "completed" and "no_figure" not in outcome.broken:
+            outcome = Outcome(None, {**outcome.broken, "no_figure": f"the run {ended['how']}"}, outcome.amounts,
+                              outcome.figures)
+        study.tell(number, outcome)
+        info("  " + _said(outcome, study.best()))
     return study
 
 

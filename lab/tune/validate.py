@@ -10,7 +10,6 @@ from pathlib import Path
 
 from lab import aa, experiment
 from lab.ablation.folder import CAPACITY, TUNED, unusable
-from lab.hostlab import HostLab
 from lab.machines import MACHINES
 from lab.machines.protocol import Backend
 from lab.progress import info
@@ -30,33 +29,29 @@ def completed(folder: RunFolder) -> bool:
     return (run.get("ended") or {}).get("how") == "completed" and folder.summary_json.is_file()
 
 
-def validate(backend: Backend, host: HostLab, tuning: Tuning, plan: Plan, best_file: Path) -> dict:
-    """Both validation runs (those not completed yet), then what they found."""
-    for name, carried in RUNS.items():
-        folder = folder_of(tuning, name)
-        if completed(folder):
-            info(f"validation: the run with the tuned machine carrying {carried} was completed: kept")
-            continue
-        info(f"validation: the default machine against the tuned one carrying {carried} ({plan.validate} trial"
-             f"{'s' if plan.validate != 1 else ''})")
-        # the generator's ceiling is the host's: the one the tune measured, copied into every trial
-        mode: dict = {"mode": "tune-validation", "validation": name, "thresholds": {},
-                      "ceiling_from": tuning.ceiling_measured_in()}
-        if name == "found":
-            with aa.machines_with(backend, host) as give:
-                give({TUNED: best_file}, "the best configuration")
-                ended = _measure(backend, plan, folder, {**mode, "tuned_knobs": str(best_file),
-                                                         "knobs_files": {TUNED: str(best_file)}})
-        else:
-            ended = _measure(backend, plan, folder, mode)
-        if ended["how"] == "interrupted":
-            raise KeyboardInterrupt
-    return outcome(tuning)
-
-
-def _measure(backend: Backend, plan: Plan, folder: RunFolder, mode: dict) -> dict:
-    return experiment.measure(backend, plan.steps, plan.validate, folder, mode, machines=MACHINES,
-                              unusable=unusable(CAPACITY, MACHINES), extra=0)
+def run(backend: Backend, tuning: Tuning, plan: Plan, name: str, best_file: Path | None = None,
+        give: aa.Give | None = None) -> None:
+    """One validation run (RUNS' name), unless a resumed tune completed it: "found" inside the search's
+    aa.machines_with, whose give hands the tuned machine best_file; "own" once the tuned machine has its own knobs back.
+    A Ctrl-C during its load is raised as KeyboardInterrupt."""
+    folder = folder_of(tuning, name)
+    carried = RUNS[name]
+    if completed(folder):
+        info(f"validation: the run with the tuned machine carrying {carried} was completed: kept")
+        return
+    info(f"validation: the default machine against the tuned one carrying {carried} ({plan.validate} trial"
+         f"{'s' if plan.validate != 1 else ''})")
+    # the generator's ceiling is the host's: the one the tune measured, copied into every trial
+    mode: dict = {"mode": "tune-validation", "validation": name, "thresholds": {},
+                  "ceiling_from": tuning.ceiling_measured_in()}
+    if best_file is not None:
+        assert give is not None         # the best configuration is given, as the search's were
+        give({TUNED: best_file}, "the best configuration")
+        mode.update(tuned_knobs=str(best_file), knobs_files={TUNED: str(best_file)})
+    ended = experiment.measure(backend, plan.steps, plan.validate, folder, mode, machines=MACHINES,
+                               unusable=unusable(CAPACITY, MACHINES), extra=0, schedule=plan.schedule)
+    if ended["how"] == "interrupted":
+        raise KeyboardInterrupt
 
 
 def outcome(tuning: Tuning) -> dict:
