@@ -47,7 +47,7 @@ def machines_with(backend: Backend, host: HostLab) -> Iterator[Give]:
             given.extend(first)
             host.aa_begin(tuple(first))
         with step(f"Provisioning the {_named(files)} with {label}"):
-            _provision(backend, files, list(files), restore_command(host.aa_machines()))
+            _provision(backend, host, files, list(files), restore_command(host.aa_machines()))
 
     try:
         yield give
@@ -56,10 +56,19 @@ def machines_with(backend: Backend, host: HostLab) -> Iterator[Give]:
             try:                # the run's own error (a Ctrl-C, a failure) is what it reports, not the restore's
                 _restore(backend, host, given)
             except Exception as error:  # noqa: BLE001
-                info(f"the machines could not get their own knobs back ({error})")
+                info(f"the {_named(given)} could not get {'its' if len(given) == 1 else 'their'} own knobs back "
+                     f"({error})")
         raise
     if given:
         _restore(backend, host, given)
+
+
+def give_back(backend: Backend, host: HostLab, machines: Iterable[str]) -> None:
+    """Those of these machines the host says may still carry others' knobs (a run cut short while it gave them
+    back) provisioned with their own, before a run that needs them as they are."""
+    pending = [machine for machine in machines if machine in host.aa_machines()]
+    if pending:
+        _restore(backend, host, pending)
 
 
 def restore_command(machines: list[str]) -> str:
@@ -77,7 +86,7 @@ def _restore(backend: Backend, host: HostLab, machines: list[str]) -> None:
     is no longer named by the host, even when another's failed (which is raised after)."""
     with step(f"Provisioning the {_named(machines)} back with {'its' if len(machines) == 1 else 'their'} own knobs"):
         try:
-            _provision(backend, None, machines, restore_command(host.aa_machines()))
+            _provision(backend, host, None, machines, restore_command(host.aa_machines()))
         except PlaybookFailed as error:
             for machine in error.restored:
                 host.aa_end(machine)
@@ -92,9 +101,11 @@ class PlaybookFailed(StepFailed):
         self.restored = restored        # the machines whose part of the run ended without a failure
 
 
-def _provision(backend: Backend, files: dict[str, Path] | None, machines: list[str], restore: str) -> None:
+def _provision(backend: Backend, host: HostLab, files: dict[str, Path] | None, machines: list[str],
+               restore: str) -> None:
     """One playbook run for these machines, which `up` provisioned: what knobs change only (knobs_only), so
-    every configuration runs on the same base, the one `up` made."""
+    every configuration runs on the same base, the one `up` made; with the inventory up was given, as it was."""
+    host.check_inventory_unchanged(backend.inventory)
     ordered = [machine for machine in MACHINES if machine in machines]
     result = provision.run_playbook(backend.inventory, LOGS, limit=",".join(ordered), given=files,
                                     knobs_only=True)

@@ -63,12 +63,17 @@ class Owner:
 
 
 def inventory_fingerprint(inventory: Path) -> str:
-    """What Ansible reads on an inventory's side: the file, and the group_vars/ and host_vars/ beside it."""
-    beside = sorted(path for folder in ("group_vars", "host_vars") for path in (inventory.parent / folder).rglob("*")
-                    if path.is_file())
+    """What Ansible reads on an inventory's side: the file, and the group_vars/ and host_vars/ beside it; or a
+    folder inventory's every file (its sources, group_vars/ and host_vars/ inside)."""
+    if inventory.is_dir():
+        root, read = inventory, sorted(path for path in inventory.rglob("*") if path.is_file())
+    else:
+        root = inventory.parent
+        read = [inventory, *sorted(path for folder in ("group_vars", "host_vars")
+                                   for path in (root / folder).rglob("*") if path.is_file())]
     digest = hashlib.sha256()
-    for path in [inventory, *beside]:
-        digest.update(str(path.relative_to(inventory.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in read:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -121,15 +126,30 @@ class HostLab:
         owner = self.owner()
         if command == "up" or inventory is None or owner is None or owner.inventory is None:
             return
-        fix = f"`./start.sh up --inventory {owner.inventory}` provisions the machines with it, then ./start.sh {command}"
         if inventory.resolve() != owner.inventory:
             raise NotOurs(f"the lab that is up was provisioned with the inventory {owner.inventory}, not {inventory}")
+        self._check_fingerprint(owner, f", then ./start.sh {command}")
+
+    def check_inventory_unchanged(self, inventory: Path | None) -> None:
+        """The same check before each of a long command's playbook runs (an ablation's, a tune's: hours after the
+        command's own check), each one root's."""
+        owner = self.owner()
+        if inventory is not None and owner is not None and owner.inventory == inventory.resolve():
+            self._check_fingerprint(owner, "")
+
+    @staticmethod
+    def _check_fingerprint(owner: Owner, then: str) -> None:
+        assert owner.inventory is not None
+        fix = f"`./start.sh up --inventory {owner.inventory}` provisions the machines with it{then}"
         try:
             now = inventory_fingerprint(owner.inventory)
         except OSError as error:
             raise LabError(f"the lab's inventory {owner.inventory} cannot be read ({error.strerror or error}): "
                            f"put it back, or {fix}") from error
-        if owner.inventory_sha256 is not None and now != owner.inventory_sha256:
+        if owner.inventory_sha256 is None:      # an earlier version's record, or one up could not read
+            raise LabError(f"the lab that is up recorded no fingerprint of its inventory {owner.inventory} (since "
+                           f"{owner.since}): what it holds now cannot be told from what up provisioned; {fix}")
+        if now != owner.inventory_sha256:
             raise LabError(f"{owner.inventory} (or the group_vars/ or host_vars/ beside it) was edited since up "
                            f"({owner.since}): {fix}")
 

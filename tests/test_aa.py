@@ -11,7 +11,7 @@ from test_experiment import FakeBackend, _run_json, steps  # noqa: F401  (the fi
 
 from conftest import REPO
 from lab import aa, experiment, knobs, load, provision
-from lab.errors import StepFailed
+from lab.errors import LabError, StepFailed
 from lab.provision import PlaybookResult
 
 pytestmark = pytest.mark.fast
@@ -157,3 +157,21 @@ def test_a_pair_is_provisioned_in_one_run_and_a_machine_whose_part_failed_stays_
     # one run each way, the hosts in the lab's order
     assert runs == [("default,tuned", files), ("default,tuned", None)]
     assert host.aa_machines() == ["tuned"]
+
+
+def test_each_provisioning_refuses_an_inventory_edited_since_up_before_its_playbook(host, playbooks, tmp_path):
+    # An ablation or a tune provisions for hours after its command's own check: each playbook run, root's, checks
+    # the inventory again, and one edited meanwhile is never run (the machines are given their own knobs back after).
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("lab_machines: {hosts: {default: {}, tuned: {}}}\n")
+    backend = FakeBackend()
+    backend.inventory = inventory
+    host.claim("ssh", inventory)
+    with aa.machines_with(backend, host) as give:
+        give({"tuned": aa.AS_DEFAULT}, "the default machine's knobs")
+        assert playbooks.runs == [("tuned", aa.AS_DEFAULT)]
+        inventory.write_text("lab_machines: {hosts: {default: {}, tuned: {ansible_become_exe: /tmp/x}}}\n")
+        with pytest.raises(LabError, match=rf"^{inventory} \(or .*\) was edited since up"):
+            give({"tuned": aa.AS_DEFAULT}, "the default machine's knobs")
+        inventory.write_text("lab_machines: {hosts: {default: {}, tuned: {}}}\n")    # put back: restored after
+    assert playbooks.runs == [("tuned", aa.AS_DEFAULT), ("tuned", None)]

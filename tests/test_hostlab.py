@@ -181,3 +181,29 @@ def test_a_relative_inventory_is_the_users_not_the_repositorys(tmp_path, monkeyp
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
     assert f"{typed}: no such inventory file ({tmp_path / typed})" in result.stderr, result.stderr
+
+
+def test_a_folder_inventory_is_fingerprinted_and_each_later_playbook_run_refuses_an_edit_or_no_fingerprint(tmp_path):
+    # A folder inventory (its sources, host_vars/ and group_vars/ inside) is checked like a file; a long command (an
+    # ablation, a tune) checks it again before each playbook run, hours after its own check; a record that holds no
+    # fingerprint (an earlier version's) cannot tell an edit from what up provisioned.
+    mine = _host(tmp_path, tmp_path / "mine")
+    inventory = tmp_path / "inventory"
+    (inventory / "host_vars").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text("lab_machines: {hosts: {default: {}, tuned: {}}}\n")
+    mine.claim("ssh", inventory)
+    assert mine.owner().inventory_sha256 == inventory_fingerprint(inventory)
+    mine.check_inventory("run", inventory)
+    mine.check_inventory_unchanged(inventory)
+    (inventory / "host_vars" / "tuned.yml").write_text("ansible_become_exe: /tmp/anything\n")
+    with pytest.raises(LabError, match=rf"^{inventory} \(or the group_vars/ or host_vars/ beside it\) was edited since "
+                                       r"up .*`./start.sh up --inventory .*` provisions the machines with it$"):
+        mine.check_inventory_unchanged(inventory)
+    mine.check_inventory_unchanged(tmp_path / "other")     # not the lab's inventory: nothing to compare
+    mine.check_inventory_unchanged(None)
+    record = json.loads(mine.owner_file.read_text())
+    mine.owner_file.write_text(json.dumps({**record, "inventory_sha256": None}))
+    for check in (lambda: mine.check_inventory("run", inventory), lambda: mine.check_inventory_unchanged(inventory)):
+        with pytest.raises(LabError, match=rf"recorded no fingerprint of its inventory {inventory} .*`./start.sh up "
+                                           rf"--inventory {inventory}`"):
+            check()

@@ -4,6 +4,7 @@ memory budget sets aside is never provisioned nor measured; broken constraints a
 gets its own knobs back; tune.json, best.yml and the report are written."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -163,9 +164,14 @@ def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_a
     # the best configuration on the tuned machine while it was measured, its own knobs back before the 2018 tuning's
     assert validated == [("found", ("tuned", best)), ("own", ("tuned", None))]
 
+    # as if that run had been cut short again while the tuned machine got its own knobs back: the resume gives them
+    # back first, never measuring the 2018 tuning on the best configuration's knobs
+    host.aa_begin(("tuned",))
+    before = len(lab.given)
     assert command.run(ModelledBackend(), host, command.prepare(cli._parser().parse_args(
         ["tune", "--resume", root.name]))) == 0
     err = capsys.readouterr().err
+    assert lab.given[before:] == [("tuned", None)]
     assert validated[2:] == [("own", ("tuned", None))]             # the completed run kept, the cut one measured
     assert "the run with the tuned machine carrying the best configuration was completed: kept" in err
     record = yaml.safe_load((root / "tune.json").read_text())
@@ -210,3 +216,21 @@ def test_a_validation_of_one_trial_reads_each_machines_capacity_from_its_run_and
         "Validated, both machines in every trial: the best configuration served 300 req/s against the default "
         "machine's 150 req/s, 2.00x (one trial: no interval); the tuned machine's own knobs (the 2018 tuning) at "
         "least 200 req/s against 150 req/s, 2.00x (one trial: no interval)")
+
+
+def test_a_tune_refuses_while_the_default_machine_carries_other_knobs_and_a_plan_with_an_unknown_schedule(
+        host, lab, monkeypatch, tmp_path):
+    # The default machine is what every configuration is measured from and validated against: an ablation cut short
+    # while it carried a configuration must give it its own knobs back first.
+    host.aa_begin(("default",))
+    prepared = command.prepare(cli._parser().parse_args(["tune", "--trials", "1", "--quick"]))
+    with pytest.raises(StepFailed, match=r"the default machine still carries other knobs than its own .*"
+                                         r"\./start\.sh up restores them"):
+        command.run(ModelledBackend(), host, prepared)
+    assert lab.given == [] and not list(runfolder.RUNS.glob("2*"))
+    folder = runfolder.RUNS / "20261129-020000"
+    folder.mkdir(parents=True)
+    (folder / "tune.json").write_text(json.dumps({"plan": {**prepared.plan.as_json(), "schedule": "sometimes"}}))
+    with pytest.raises(StepFailed, match=r"no plan this lab wrote \(ValueError: schedule 'sometimes' is none of "
+                                         r"parallel, sequential\)"):
+        command.prepare(cli._parser().parse_args(["tune", "--resume", folder.name]))

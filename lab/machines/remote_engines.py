@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lab import provision
 from lab.errors import StepFailed
+from lab.hostlab import HostLab
 from lab.interrupts import deferred
 from lab.load.engines import RMI_PROPERTIES, SECRETS, Engines, rmi_properties
 from lab.machines.manifest import MANIFESTS
@@ -77,6 +78,7 @@ def _message(result: list[str]) -> str | None:
 
 
 def _engine_playbook(inventory: Path, state: str, targets: list[tuple[str, int]], log_dir: Path) -> None:
+    HostLab().check_inventory_unchanged(inventory)         # each run's engines, root's: the inventory up was given
     result = provision.run_playbook(inventory, log_dir, playbook=ENGINES_PLAYBOOK,
                                     variables={"jmeter_engine_state": state,
                                                "jmeter_engine_targets": [f"{host}:{port}" for host, port in targets]})

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import aa, experiment, interrupts, load, options, runfolder, scripted
+from lab.ablation.folder import TUNED
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
@@ -79,6 +80,7 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
     for line in plan.describe(space.chosen(plan.groups)):
         print(line, file=sys.stderr)
     experiment.check_machines(backend)          # before the folder: a lab that is down leaves nothing behind
+    aa.refuse_if_pending(host, a_a=True)        # the default machine as it is (the tuned one is given knobs anyway)
     tuning = prepared.resume or Tuning.create(plan, backend=backend.name, inputs_sha256=inputs_sha256())
     info(f"tune folder: {tuning.root}" + (" (resumed: measured configurations are kept)" if prepared.resume else ""))
     base = knob_space.base_knobs()
@@ -94,6 +96,8 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
                 if best:
                     validate.run(backend, tuning, plan, "found", best, give)
             if best:
+                # a resumed tune whose last run was cut short while the tuned machine got its own knobs back
+                aa.give_back(backend, host, [TUNED])
                 validate.run(backend, tuning, plan, "own")
                 validated = validate.outcome(tuning)
                 tuning.update(validation=validated)

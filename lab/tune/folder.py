@@ -39,9 +39,12 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
-        return cls(tuple(data["groups"]), capacity.step_load(data["steps"]), data.get("trials"), data.get("budget_s"),
+        plan = cls(tuple(data["groups"]), capacity.step_load(data["steps"]), data.get("trials"), data.get("budget_s"),
                    int(data["seed"]), int(data.get("validate") or 0),      # a tune planned before validation: none
                    data.get("schedule"))
+        if plan.schedule not in (None, *load.SCHEDULES):
+            raise ValueError(f"schedule {plan.schedule!r} is none of {', '.join(load.SCHEDULES)}")
+        return plan
 
     def trial_s(self) -> float:
         """A configuration's cost at most: its provisioning, every step to the highest rate, the run's overhead."""

@@ -44,8 +44,9 @@ def run(backend: Backend, tuning: Tuning, plan: Plan, name: str, best_file: Path
     # the generator's ceiling is the host's: the one the tune measured, copied into every trial
     mode: dict = {"mode": "tune-validation", "validation": name, "thresholds": {},
                   "ceiling_from": tuning.ceiling_measured_in()}
-    if best_file is not None:
-        assert give is not None         # the best configuration is given, as the search's were
+    if (name == "found") != (best_file is not None and give is not None):
+        raise ValueError(f"validation run {name!r}: the best configuration and a give come with 'found' only")
+    if best_file is not None and give is not None:     # given as the search's configurations were
         give({TUNED: best_file}, "the best configuration")
         mode.update(tuned_knobs=str(best_file), knobs_files={TUNED: str(best_file)})
     ended = experiment.measure(backend, plan.steps, plan.validate, folder, mode, machines=MACHINES,
