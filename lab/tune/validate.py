@@ -34,6 +34,8 @@ def run(backend: Backend, tuning: Tuning, plan: Plan, name: str, best_file: Path
     """One validation run (RUNS' name), unless a resumed tune completed it: "found" inside the search's
     aa.machines_with, whose give hands the tuned machine best_file; "own" once the tuned machine has its own knobs back.
     A Ctrl-C during its load is raised as KeyboardInterrupt."""
+    if (name == "found") != (best_file is not None and give is not None):
+        raise ValueError(f"validation run {name!r}: the best configuration and a give come with 'found' only")
     folder = folder_of(tuning, name)
     carried = RUNS[name]
     if completed(folder):
@@ -44,8 +46,6 @@ def run(backend: Backend, tuning: Tuning, plan: Plan, name: str, best_file: Path
     # the generator's ceiling is the host's: the one the tune measured, copied into every trial
     mode: dict = {"mode": "tune-validation", "validation": name, "thresholds": {},
                   "ceiling_from": tuning.ceiling_measured_in()}
-    if (name == "found") != (best_file is not None and give is not None):
-        raise ValueError(f"validation run {name!r}: the best configuration and a give come with 'found' only")
     if best_file is not None and give is not None:     # given as the search's configurations were
         give({TUNED: best_file}, "the best configuration")
         mode.update(tuned_knobs=str(best_file), knobs_files={TUNED: str(best_file)})
