@@ -8,10 +8,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 from lab import aa, evidence, generator, interrupts, knee, knobs, load, placement, profiles, provenance, status
 from lab import limits as lab_limits
 from lab.conclusion import conclude, make_report
+from lab.contract import RUN_SCHEMA, Ended, Profile, RunRecord
 from lab.errors import LabError, StepFailed
 from lab.given_knobs import in_effect, knobs_files
 from lab.hostlab import HostLab
@@ -340,14 +342,15 @@ def _both(machines: tuple[str, ...]) -> str:
 
 
 def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: RunFolder,
-              measured: _Measured, machines: tuple[str, ...]) -> dict:
+              measured: _Measured, machines: tuple[str, ...]) -> RunRecord:
     result = measured.result
     return {
-        "run_id": folder.run_id, "backend": backend.name, "backend_note": backend.emulation_note,
+        "schema": RUN_SCHEMA, "run_id": folder.run_id, "backend": backend.name,
+        "backend_note": backend.emulation_note,
         "machine_profile": machine_profile.as_json() if (machine_profile := profiles.active()) else None,
         "memory_model": memory_model.as_json() if (memory_model := getattr(backend, "memory", None)) else None,
         "backend_emulated": bool(getattr(backend, "emulated", False)),
-        "schedule": schedule, "profile": {"model": profile.model, **asdict(profile)},
+        "schedule": schedule, "profile": cast(Profile, {"model": profile.model, **asdict(profile)}),
         "ended_early_s": result.ended_early if result else {},
         "threshold_lost": result.lost if result else None,
         "loadgen_cpus": result.loadgen_cpus if result else None,
@@ -355,7 +358,7 @@ def _run_json(backend: Backend, profile: load.Profile, schedule: str, folder: Ru
         "machines_loaded": list(machines),
         "planned_s": profile.duration_s * (len(machines) if schedule == "sequential" else 1),
         "started_at": result.started_at if result else None, "ended_at": result.ended_at if result else None,
-        "interrupted": measured.ended["how"] != "completed", "ended": measured.ended,
+        "interrupted": measured.ended["how"] != "completed", "ended": cast(Ended, measured.ended),
         "problems": (result.problems if result else []) + measured.problems, "host": provenance.environment(),
         "machine_homes": {name: str(backend.home(name)) for name in MACHINES},
         "versions": {"lab": provenance.lab_version()},

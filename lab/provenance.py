@@ -8,11 +8,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lab import load
+from lab import contract, load
 from lab.paths import REPO
 
 
-def environment() -> dict:
+def environment() -> contract.Host:
     """The host a run ran on: its CPUs, memory, kernel, OS, Python and the Java JMeter runs on."""
     meminfo = Path("/proc/meminfo").read_text()
     memory_kb = int(meminfo.split("MemTotal:")[1].split()[0])

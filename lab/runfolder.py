@@ -313,6 +313,7 @@ class RecordFolder:
     --resume (by its folder from where the user ran ./start.sh, else by its id in runs/), read and updated."""
     FILE: ClassVar[str]
     KIND: ClassVar[str]
+    SCHEMA: ClassVar[int]           # the record's version (lab/contract.py)
 
     def __init__(self, root: Path):
         self.root = root
@@ -321,7 +322,7 @@ class RecordFolder:
     @classmethod
     def start(cls, record: dict, runs: Path | None = None) -> Self:
         made = cls(RunFolder.create(runs or RUNS).root)
-        RunFolder.write_json(made.file, {"kind": cls.KIND, "started_at": time.time(), **record})
+        RunFolder.write_json(made.file, {"schema": cls.SCHEMA, "kind": cls.KIND, "started_at": time.time(), **record})
         return made
 
     @classmethod

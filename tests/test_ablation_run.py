@@ -21,6 +21,7 @@ from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.provision import PlaybookResult
 from lab.runfolder import RunFolder
+from published import violations
 
 pytestmark = pytest.mark.fast
 
@@ -169,6 +170,7 @@ def test_each_configuration_is_measured_once_and_an_interrupted_ablation_resumes
     measured_once = first[:2] + lab.measured
     assert len(measured_once) == len(set(measured_once))
 
+    assert violations([root / "ablation.json"]) == []            # the published contract (docs/schema/)
     result = json.loads((root / "ablation.json").read_text())["analysis"]
     assert [r["group"] for r in result["path"]] == ["gc_heap", "async_logging", "httpd_mpm"]
     assert result["default"] == pytest.approx(DEFAULT_RPS) and result["tuned"] == pytest.approx(1.4 * DEFAULT_RPS)

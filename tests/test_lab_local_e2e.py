@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from conftest import REPO, eventually, http_get, wait_for
+from published import published_under, violations
 
 sys.path.insert(0, str(REPO))
 from lab import evidence, load, placement, provision  # noqa: E402
@@ -37,7 +38,7 @@ from lab.machines.local import loadgen  # noqa: E402
 from lab.machines.local.backend import LocalBackend  # noqa: E402
 from lab.machines.ssh import SshBackend  # noqa: E402
 from lab.paths import LOCAL_ROOT  # noqa: E402
-from lab.runfolder import RunFolder  # noqa: E402
+from lab.runfolder import RUNS, RunFolder  # noqa: E402
 
 pytestmark = pytest.mark.lab     # the local backend's machines, one lab per host
 
@@ -158,6 +159,17 @@ def ctrl_c_when(argv: list[str], log: Path, ready, within_s: float = 900) -> tup
             except subprocess.TimeoutExpired:
                 process.kill()
     return process.returncode, root, found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _what_the_runs_publish_holds_to_its_schema() -> Iterator[None]:
+    """Every run.json, summary.json, ablation.json and tune.json this module's runs wrote, however they ended,
+    holds to docs/schema/ (lab/contract.py): checked once all of them are written."""
+    began = time.time()
+    yield
+    written = published_under(RUNS, began)
+    assert written, f"no published file written under {RUNS} since the module began"
+    assert violations(written) == []
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from lab.errors import StepFailed
 from lab.provision import PlaybookResult
 from lab.runfolder import RunFolder
 from lab.tune import command
+from published import violations
 
 pytestmark = pytest.mark.fast
 
@@ -74,6 +75,7 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
     assert command.run(ModelledBackend(), host, prepared) == 0
     err = capsys.readouterr().err
     root = next(runfolder.RUNS.glob("2*"))
+    assert violations([root / "tune.json"]) == []                # the published contract (docs/schema/)
     record = yaml.safe_load((root / "tune.json").read_text())
     rows = record["result"]["configurations"]
     measured = [r for r in rows if r["measured"]]

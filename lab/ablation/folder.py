@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from lab import contract
 from lab.ablation import groups as knob_groups
 from lab.ablation.groups import Group
 from lab.errors import StepFailed
@@ -66,6 +67,7 @@ class Ablation(RecordFolder):
     """An ablation's folder, and each configuration's measurements in it."""
     FILE = ABLATION_JSON
     KIND = "ablation"
+    SCHEMA = contract.ABLATION_SCHEMA
 
     @property
     def measure(self) -> Measure:

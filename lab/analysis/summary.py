@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab import budget
+from lab import budget, contract
 from lab.analysis import capacity, claims, gclog, inputs, limits, memory, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
@@ -37,7 +37,7 @@ from lab.machines import MACHINES
 from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
 
-SCHEMA = 2                  # 2: the verdict, the detected steady state, JMeter's percentiles
+SCHEMA = contract.SUMMARY_SCHEMA    # the shape summarize() writes: lab/contract.py's Summary
 
 
 def _budget(machine: str, knobs: dict | None, run: dict, backend: str | None, entry: dict) -> dict | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from lab import load
+from lab import contract, load
 from lab.analysis import capacity
 from lab.analysis.verdict import PAGE_INS_MAX
 from lab.runfolder import RecordFolder, RunFolder
@@ -94,6 +94,7 @@ class Tuning(RecordFolder):
     """A tune's folder."""
     FILE = TUNE_JSON
     KIND = "tune"
+    SCHEMA = contract.TUNE_SCHEMA
 
     @classmethod
     def create(cls, plan: Plan, runs: Path | None = None, **facts) -> Tuning:
