@@ -228,15 +228,15 @@ class MachineFigures(TypedDict):
     missing: list[str]                      # inputs that were not there (each also in `problems`)
     load: LoadFigures | None
     capacity: NotRequired[MachineCapacity]
-    gc: dict[str, Any]
+    gc: dict[str, Any] | None               # None: no GC log (said in `missing`)
     resources: dict[str, Any]
-    events: dict[str, Any]
+    events: dict[str, Any] | None           # None: no events.json
     memory: dict[str, Any]
     cpu: dict[str, Any]
-    url: str | None
+    url: str | None                         # None (and the three below): status.json did not list the machine
     address: str | None
-    processes: dict[str, str]
-    observed: dict[str, Any]
+    processes: dict[str, str] | None
+    observed: dict[str, Any] | None
     crash_files: list[Any]
     files: dict[str, Any]
     backend_max_concurrency: int | None
@@ -307,7 +307,7 @@ class KnobsDiffer(TypedDict):
     differ: list[dict[str, Any]]
     wiring: NotRequired[list[str]]          # variables that differ only by the machine's own name: not tuning
     same: int
-    unrendered: int
+    unrendered: NotRequired[int]            # values still holding a Jinja2 expression (absent: no knobs.json)
 
 
 class Summary(TypedDict):

@@ -55,6 +55,22 @@ def test_what_the_writers_write_now_holds_to_its_schema(tmp_path: Path) -> None:
     assert violations(files) == []
 
 
+def test_a_run_that_lost_a_machine_and_its_status_still_writes_what_the_schema_says(tmp_path: Path) -> None:
+    # the tuned machine died before anything was collected (no results, GC log, PCP archive or events), and the
+    # machines' status and knobs were never recorded
+    run = tmp_path / "run"
+    shutil.copytree(STORED_RUN, run)
+    shutil.rmtree(run / "machines" / "tuned")
+    shutil.rmtree(run / "jmeter" / "tuned")
+    (run / "status.json").unlink()
+    (run / "knobs.json").unlink()
+    summary = summarize(run, use_gcviewer=False)
+    tuned = summary["machines"]["tuned"]
+    assert tuned["load"] is None and tuned["gc"] is None and tuned["events"] is None and tuned["url"] is None
+    assert summary["knobs"]["available"] is False
+    assert violations([run / "summary.json", run / "run.json"]) == []
+
+
 @pytest.mark.parametrize(("change", "expected"), [
     (lambda s: s["machines"]["tuned"].update(throughput=1.0), r"machines/tuned: Additional properties .*'throughput'"),
     (lambda s: s["machines"]["default"]["load"].update(throughput_rps="fast"), r"throughput_rps: 'fast' is not of type"),
