@@ -11,8 +11,12 @@ def ms(value: float | None) -> str:
     return "?" if value is None else f"{value:,.0f} ms"
 
 
-def mib(value: float | None) -> str:
-    return "?" if value is None else f"{value / 1048576:,.0f} MiB"
+MIB = 1 << 20
+
+
+def mib(value: float | None, digits: int = 0, missing: str = "?") -> str:
+    """A size in bytes as MiB: the one conversion the lab writes (the report's page: one decimal, a dash)."""
+    return missing if value is None else f"{value / MIB:,.{digits}f} MiB"
 
 
 def times(ratio: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from lab.report.formatting import MIB
+from lab.analysis.text import MIB
 from lab.report.plotting import COLORS, EXTRA_COLORS, TIME_AXIS, Chart, ChartContext, figure, finish
 
 UPTIME_AXIS = "JVM uptime (the log has no wall-clock time)"

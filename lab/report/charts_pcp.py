@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from lab.report.formatting import MIB
+from lab.analysis.text import MIB
 from lab.report.plotting import XY, Chart, ChartContext, Line, combined, side_by_side, xy
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import PurePath
 from typing import Any
 
 from lab.analysis.numbers import clock
+from lab.analysis.text import mib
 from lab.analysis.trials import FEW_TRIALS
 
 DASH = "—"                              # a value that is missing
-MIB = 1048576
 
 
 def num(value: Any, digits: int = 1) -> str:
@@ -26,13 +27,6 @@ def num(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
-def mib(value: float | None) -> str:
-    """A size in bytes as MiB."""
-    if value is None:
-        return DASH
-    return f"{value / MIB:,.1f} MiB"
-
-
 def measure(value: Any, row: dict) -> str:
     """A value of the comparison table, in the unit of its row."""
     unit = row["unit"]
@@ -43,7 +37,7 @@ def measure(value: Any, row: dict) -> str:
     if unit == "%":
         return f"{value:.2f} %"
     if unit == "bytes":
-        return mib(value)
+        return mib(value, 1, DASH)
     if unit == "ms":
         if isinstance(value, int) or value >= 10:
             return f"{value:,.0f} ms"
@@ -108,7 +102,7 @@ def setting(value: Any) -> str:
 def host(host: dict) -> str:
     """The host's CPUs, memory, kernel and OS, those it has."""
     parts = (f"{host['cpus']} CPUs" if host.get("cpus") else "",
-             mib(host.get("memory_bytes")) if host.get("memory_bytes") else "",
+             mib(host.get("memory_bytes"), 1, DASH) if host.get("memory_bytes") else "",
              f"kernel {host['kernel']}" if host.get("kernel") else "",
              host.get("os") or "")
     return ", ".join(part for part in parts if part) or DASH
@@ -124,6 +118,6 @@ def basename(path: str) -> str:
 
 
 FILTERS: dict[str, Callable[..., str]] = {
-    "clock": clock, "num": num, "mib": mib, "measure": measure, "ratio_text": ratio_text, "ratio_class": ratio_class,
+    "clock": clock, "num": num, "mib": partial(mib, digits=1, missing=DASH), "measure": measure, "ratio_text": ratio_text, "ratio_class": ratio_class,
     "interval": interval, "interval_class": interval_class, "when": when, "setting": setting, "host": host, "thousands": thousands, "basename": basename,
 }

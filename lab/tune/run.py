@@ -15,6 +15,7 @@ import yaml
 
 from lab import aa, budget, experiment, load, runfolder
 from lab.ablation.folder import CAPACITY, TUNED, figure, unusable
+from lab.analysis.text import MIB
 from lab.analysis.verdict import PAGE_INS_MAX
 from lab.errors import LabError, StepFailed
 from lab.machines.local.memory import VM_RAM_MIB
@@ -26,7 +27,6 @@ from lab.tune.folder import BEST_FILE, MEMORY_SHARE_MAX, Plan, Tuning, duration_
 from lab.tune.space import Space
 from lab.tune.study import Outcome, Record, Study
 
-MIB = 1024 * 1024
 SET_ASIDE_MAX = 20             # configurations set aside by their memory budget in a row, before the search ends
 
 
