@@ -162,7 +162,7 @@ def _jvm(options: list[str], knobs: dict, sees_mib: float | None) -> list[Part]:
                                               ("-XX:+UseParallelGC", "Parallel"), ("-XX:+UseSerialGC", "Serial"))
                       if flag in options), "Serial")      # ergonomics' choice on 2 CPUs and under 1792 MiB
     gc_share = GC_SHARE.get(collector, OTHER_GC_SHARE)
-    proxied = knobs.get("camel_app_tomcat_max_threads") or TOMCAT_MAX_THREADS
+    proxied = tomcat_threads(knobs)
     ajp = bool(knobs.get("camel_app_ajp_enabled"))
     threads = JVM_OWN_THREADS + int(proxied) + (SPRING_MIN_SPARE if ajp else 0)
     stack = _size_mib(_option(options, "-Xss", "-XX:ThreadStackSize=") or "")
@@ -174,10 +174,20 @@ def _jvm(options: list[str], knobs: dict, sees_mib: float | None) -> list[Part]:
                  f"{threads} threads ({proxied} on the proxied connector) x {per_thread:.2f} MiB")]
 
 
-def _httpd(knobs: dict) -> Part:
+def tomcat_threads(knobs: dict) -> int:
+    """The request threads of the connector HTTPD proxies to (its knob, else Tomcat's default)."""
+    return int(knobs.get("camel_app_tomcat_max_threads") or TOMCAT_MAX_THREADS)
+
+
+def httpd_workers(knobs: dict) -> tuple[str, int]:
+    """HTTPD's MPM and its MaxRequestWorkers (the role's default 150 where its settings leave it out)."""
     mpm = str(knobs.get("httpd_mpm") or "prefork")
+    return mpm, int((knobs.get(f"httpd_mpm_{mpm}_settings") or {}).get("MaxRequestWorkers") or 150)
+
+
+def _httpd(knobs: dict) -> Part:
+    mpm, workers = httpd_workers(knobs)
     settings = knobs.get(f"httpd_mpm_{mpm}_settings") or {}
-    workers = int(settings.get("MaxRequestWorkers") or 150)
     if mpm == "prefork":
         return Part("HTTPD", HTTPD_PARENT_MIB + workers * PREFORK_CHILD_MIB, ("httpd_mpm", f"httpd_mpm_{mpm}_settings"),
                     f"prefork, {workers} children")

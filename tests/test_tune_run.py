@@ -5,6 +5,7 @@ gets its own knobs back; tune.json, best.yml and the report are written."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,12 +33,18 @@ def _heap(knobs: dict) -> int:
 
 
 def made_up(knobs: dict) -> tuple[int, dict]:
-    """A capacity that grows with the backend pool up to 150; a heap under 96 MiB is OOM-killed under load."""
+    """A capacity that grows with the backend pool up to 150 (calls wait for it at the knee below that); a heap
+    under 96 MiB is OOM-killed under load."""
     pool, heap = knobs["camel_app_http_client_per_route"], _heap(knobs)
     capacity = 50 * round((300 + 3 * min(pool, 150)) / 50)
     events = {"oom_kills": 1 if heap < 96 else 0, "process_exits": []}
+    stage = "the backend pool" if pool < 150 else None
+    queued = {"stage": stage, "sentence": f"{'requests queued at the backend pool' if stage else 'no pool was full'} "
+                                          f"(pool {pool})"}
     return capacity, {"events": events, "memory": {"budget": {"held_peak_mib": 250 + 0.5 * heap},
-                                                   "major_faults_per_s": 1.0}}
+                                                   "major_faults_per_s": 1.0},
+                      "capacity": {"found": True, "capacity_rps": capacity, "generator_bound_rps": None,
+                                   "knee_rps": capacity + 50, "at_knee": {"queued": queued}}}
 
 
 @pytest.fixture()
@@ -55,9 +62,7 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
         knobs = yaml.safe_load(Path(path).read_text())
         capacity, figures = made_up(knobs)
         seen.measured.append((knobs, capacity))
-        RunFolder.write_json(folder.summary_json, {"machines": {"tuned": {
-            "load": {"all": {"samples": 9000}}, **figures,
-            "capacity": {"found": True, "capacity_rps": capacity, "generator_bound_rps": None}}}})
+        RunFolder.write_json(folder.summary_json, {"machines": {"tuned": {"load": {"all": {"samples": 9000}}, **figures}}})
         RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
         folder.write_text(folder.report_html, "<html></html>")
         return {"how": "completed"}
@@ -91,6 +96,12 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
     for row in aside:
         assert "set aside unmeasured" in row["broken"]["memory_over"] and row["capacity_rps"] is None
         assert f"configuration {row['number']} " in err and "set aside: its memory budget" in err
+    # where each one's requests waited at its knee: said as it was measured, kept, counted and shown
+    for row in measured:
+        pool = row["point"]["backend_pool"]
+        assert row["figures"]["queued_at"] == ("the backend pool" if pool < 150 else None)
+        assert f"at its knee ({row['capacity_rps'] + 50:.0f} req/s): " in err and f"(pool {pool})" in err
+    assert record["result"]["queued_at"] == dict(Counter(r["figures"]["queued_at"] or "no pool full" for r in measured))
     assert lab.given[-1] == ("tuned", None)                     # its own knobs back
     assert not host.aa_pending()
     # the best: the highest capacity among those within every constraint
@@ -103,6 +114,7 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
     assert record["result"]["sentence"] in err and f"Report: {root}/report/index.html" in err
     html = (root / "report" / "index.html").read_text()
     assert html.count('href="../configs/') == 6 and "1 OOM kill" in html
+    assert "Where requests waited at each measured configuration's knee" in html and "(pool " in html
     # this seed's proposals exercise both: a configuration set aside, and one broken when measured
     assert aside and any(r["broken"].get("process_died") for r in measured)
 

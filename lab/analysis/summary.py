@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from lab import budget, contract
-from lab.analysis import capacity, claims, gclog, inputs, limits, memory, thresholds, verdict
+from lab.analysis import capacity, claims, gclog, inputs, limits, memory, queues, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -146,6 +146,9 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         # calls sets the pace whatever its CPU (the verdict's backend-bound).
         entry["backend_max_concurrency"] = ((knobs or {}).get(machine) or {}).get("mock_service_max_concurrency")
         entry["memory"]["budget"] = _budget(machine, (knobs or {}).get(machine), run, backend, entry)
+        knee, machine_knobs = (entry.get("capacity") or {}).get("at_knee"), (knobs or {}).get(machine)
+        if knee and isinstance(machine_knobs, dict):
+            knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")))
         summary["machines"][machine] = entry
         series["machines"][machine] = machine_series
         problems.extend(f"{machine}: {p}" for p in entry["missing"])

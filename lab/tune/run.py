@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import asdict
 
 import yaml
@@ -66,9 +67,11 @@ def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Ou
             broken["page_ins_over"] = f"{page_ins:.0f} page-ins a second over the load (at most {PAGE_INS_MAX:g})"
     if value is None:
         broken["no_figure"] = why or "no capacity"
+    queued = (found.get("at_knee") or {}).get("queued") or {}      # where requests waited at its knee
     figures = {"seconds": round(seconds, 1), "held_peak_mib": None if held is None else round(held, 1),
                "limit_mib": limit_mib, "major_faults_per_s": page_ins, "oom_kills": kills,
                "generator_bound_rps": found.get("generator_bound_rps"), "lower_bound": lower_bound,
+               "knee_rps": found.get("knee_rps"), "queued_at": queued.get("stage"), "at_knee": queued.get("sentence"),
                "folder": str(folder.root)}
     return Outcome(value, broken, amounts, figures)
 
@@ -160,7 +163,9 @@ def _said(outcome: Outcome, best: Record | None) -> str:
     broken = f"; broken: {'; '.join(outcome.broken.values())}" if outcome.broken else ""
     lead = (f"; best so far {best.capacity_rps:.0f} req/s (configuration {best.number})"
             if best is not None and best.capacity_rps is not None else "; no configuration meets the constraints yet")
-    return found + broken + lead
+    knee = outcome.figures.get("at_knee")
+    return found + broken + lead + (f"\n      at its knee ({outcome.figures.get('knee_rps'):.0f} req/s): {knee}"
+                                    if knee and isinstance(outcome.figures.get("knee_rps"), (int, float)) else "")
 
 
 def result(study: Study, tuning: Tuning, space: Space, plan: Plan, base: dict) -> dict:
@@ -188,9 +193,16 @@ def result(study: Study, tuning: Tuning, space: Space, plan: Plan, base: dict) -
              "importance": importance, "best_so_far": best_so_far,
              "feasible": sum(r.feasible for r in measured), "measured": sum(r.measured for r in measured),
              "set_aside": sum(not r.measured for r in measured),
-             "sentence": _sentence(best, importance, len(measured))}
+             "sentence": _sentence(best, importance, len(measured)), "queued_at": _queued_at(measured)}
     tuning.update(result=found, ended_at=time.time())
     return found
+
+
+def _queued_at(measured: list[Record]) -> dict[str, int]:
+    """Where the measured configurations' requests queued at their knees: how many at each pool, and at none."""
+    found = Counter(r.figures.get("queued_at") or "no pool full" for r in measured
+                    if r.measured and r.figures.get("at_knee"))
+    return dict(found.most_common())
 
 
 def _sentence(best: Record | None, importance: dict[str, float] | None, count: int) -> str:

@@ -1,0 +1,75 @@
+"""Where a machine's requests queued at its knee (a capacity run's first step past the SLO): each pool a request
+passes, from the front to the back (HTTPD's workers, Tomcat's request threads, the service's connections to the
+backend), its size from the machine's knobs against its peak in the knee step (PCP, lab/analysis/capacity.py's
+at_knee). The bound is the deepest pool that was full: requests waited for it, and every pool in front of it
+filled behind them. When none was full, no pool set the pace: the machine's CPU, its memory or the backend's
+answers did, and the sentence gives the figures to tell which.
+
+    sizes(knobs, observed) -> Sizes
+    where_queued(at_knee, sizes) -> dict     # {"stage", "knob", "sentence", "full", "sizes", "basis"}
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from lab.analysis.text import mib
+from lab.budget import httpd_workers, tomcat_threads  # the same knobs the memory budget reads
+
+FULL = 0.95                     # a pool whose peak reached this share of its size was full (PCP samples each second)
+POOL_PER_ROUTE_DEFAULT = 20     # camel-http's connections per route when camel_app_http_client_per_route is unset
+BASIS = (f"at the knee step, each pool's peak (PCP) against its size from the machine's knobs: full at {FULL:.0%} of "
+         "it or more (the backend pool: a call waiting for a connection); the bound is the deepest full pool, as a "
+         "request meets them: HTTPD's workers, Tomcat's threads, the backend pool")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    httpd_mpm: str
+    httpd_workers: int
+    tomcat_threads: int
+    backend_pool: int
+
+
+def sizes(knobs: dict, observed: dict | None) -> Sizes:
+    """The machine's pools as its knobs set them (the backend pool as the live service reports it, where it did)."""
+    mpm, workers = httpd_workers(knobs)
+    live = (observed or {}).get("backend_pool_per_route")
+    pool = live if isinstance(live, int) and live > 0 else \
+        int(knobs.get("camel_app_http_client_per_route") or POOL_PER_ROUTE_DEFAULT)
+    return Sizes(mpm, workers, tomcat_threads(knobs), pool)
+
+
+def where_queued(at_knee: dict, size: Sizes) -> dict:
+    """The deepest pool that was full at the knee, and a sentence that says so with each pool's figures."""
+    def peak(key: str) -> float | None:
+        value = at_knee.get(key)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    httpd, tomcat, waiting = peak("httpd_busy_peak"), peak("tomcat_busy_peak"), peak("pool_pending_peak")
+    stages = [  # the deepest first
+        ("the backend pool", waiting is not None and waiting > 0, "camel_app_http_client_per_route",
+         f"{waiting or 0:.0f} calls waited for one of its {size.backend_pool} backend connections"),
+        ("Tomcat's threads", tomcat is not None and tomcat >= FULL * size.tomcat_threads, "camel_app_tomcat_max_threads",
+         f"Tomcat {_of(tomcat, size.tomcat_threads)} threads busy"),
+        ("HTTPD's workers", httpd is not None and httpd >= FULL * size.httpd_workers,
+         f"httpd_mpm_{size.httpd_mpm}_settings.MaxRequestWorkers",
+         f"HTTPD {_of(httpd, size.httpd_workers)} workers busy ({size.httpd_mpm} MPM)"),
+    ]
+    full = [name for name, is_full, _, _ in stages if is_full]
+    figures = "; ".join(text for _, _, _, text in reversed(stages))
+    deepest = next(((name, knob) for name, is_full, knob, _ in stages if is_full), None)
+    if deepest is not None:
+        sentence = f"requests queued at {deepest[0]} (its size: {deepest[1]}): {figures}"
+    else:
+        sentence = (f"no pool was full ({figures}): what bound it lies outside them: its CPU ({_cores(peak('cpu_cores_peak'))} "
+                    f"at most), its memory ({mib(peak('memory_pss_peak_bytes'))} held at most) or the backend's answers")
+    return {"stage": deepest[0] if deepest else None, "knob": deepest[1] if deepest else None, "full": full,
+            "sentence": sentence, "sizes": asdict(size), "basis": BASIS}
+
+
+def _of(busy: float | None, size: int) -> str:
+    return f"{'?' if busy is None else f'{busy:.0f}'} of {size}"
+
+
+def _cores(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f} cores"

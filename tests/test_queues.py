@@ -1,0 +1,57 @@
+"""Where a machine's requests queued at its knee: its pools' sizes from its knobs against their peaks in the knee
+step, the deepest full one named with its knob, and no pool blamed when none was full (the figures of four
+configurations of this project's first two-hour tune, 2026-11-29)."""
+from __future__ import annotations
+
+import pytest
+
+from lab.analysis import queues
+
+pytestmark = pytest.mark.fast
+
+PREFORK_80 = {"httpd_mpm": "prefork", "httpd_mpm_prefork_settings": {"MaxRequestWorkers": 80},
+              "camel_app_tomcat_max_threads": 183, "camel_app_http_client_per_route": 45}
+
+
+def _knee(httpd: float | None, tomcat: float | None, waiting: float | None) -> dict:
+    return {"httpd_busy_peak": httpd, "tomcat_busy_peak": tomcat, "pool_pending_peak": waiting,
+            "cpu_cores_peak": 0.887, "memory_pss_peak_bytes": 284 * 2**20}
+
+
+def test_the_sizes_come_from_the_knobs_and_the_defaults_where_they_are_unset() -> None:
+    assert queues.sizes({}, None) == queues.Sizes("prefork", 150, 200, 20)          # the role's, Tomcat's, camel-http's
+    assert queues.sizes(PREFORK_80, None) == queues.Sizes("prefork", 80, 183, 45)
+    worker = {"httpd_mpm": "worker", "httpd_mpm_worker_settings": {"MaxRequestWorkers": 230},
+              "httpd_mpm_prefork_settings": {"MaxRequestWorkers": 80}}
+    assert queues.sizes(worker, {"backend_pool_per_route": 35}).httpd_workers == 230
+    # the pool as the live service reports it wins over the knob (it is what served)
+    assert queues.sizes(PREFORK_80, {"backend_pool_per_route": 35}).backend_pool == 35
+
+
+def test_the_deepest_full_pool_is_where_requests_waited() -> None:
+    size = queues.Sizes("worker", 230, 74, 35)
+    # everything full: the backend pool is the bound, HTTPD and Tomcat filled behind it
+    found = queues.where_queued(_knee(225, 74, 39), size)
+    assert found["stage"] == "the backend pool" and found["knob"] == "camel_app_http_client_per_route"
+    assert found["full"] == ["the backend pool", "Tomcat's threads", "HTTPD's workers"]
+    assert found["sentence"] == ("requests queued at the backend pool (its size: camel_app_http_client_per_route): "
+                                 "HTTPD 225 of 230 workers busy (worker MPM); Tomcat 74 of 74 threads busy; "
+                                 "39 calls waited for one of its 35 backend connections")
+    # HTTPD full in front of a Tomcat with threads to spare: HTTPD's workers, its MPM's own knob
+    found = queues.where_queued(_knee(50, 42, 0), queues.Sizes("worker", 50, 59, 356))
+    assert (found["stage"], found["knob"]) == ("HTTPD's workers", "httpd_mpm_worker_settings.MaxRequestWorkers")
+    # Tomcat full, no call waiting for the backend: Tomcat's threads
+    assert queues.where_queued(_knee(150, 199, 0), queues.Sizes("prefork", 150, 200, 20))["stage"] == \
+        "Tomcat's threads"
+
+
+def test_no_pool_is_blamed_when_none_was_full() -> None:
+    found = queues.where_queued(_knee(65, 33, 0), queues.sizes(PREFORK_80, None))
+    assert found["stage"] is None and found["knob"] is None and found["full"] == []
+    assert found["sentence"].startswith("no pool was full (HTTPD 65 of 80 workers busy (prefork MPM); Tomcat 33 of "
+                                        "183 threads busy; 0 calls waited for one of its 45 backend connections)")
+    assert "its CPU (0.89 cores at most), its memory (284 MiB held at most)" in found["sentence"]
+    # a peak just under 95% of its size is not full; at it, it is; a peak PCP did not record is never full
+    assert queues.where_queued(_knee(75, 33, 0), queues.sizes(PREFORK_80, None))["stage"] is None
+    assert queues.where_queued(_knee(76, 33, 0), queues.sizes(PREFORK_80, None))["stage"] == "HTTPD's workers"
+    assert queues.where_queued(_knee(None, None, None), queues.sizes(PREFORK_80, None))["full"] == []
