@@ -248,6 +248,34 @@ def test_the_watch_ignores_the_warm_up_and_starts_the_steps_where_the_analysis_d
     assert late.origin_ms == T0_MS + 10_000 and late.judged[0] is True     # a clock from T0 + 500 says False
 
 
+def test_the_watch_judges_no_step_before_it_knows_where_the_steps_begin():
+    # CI, 2026-11-29 (an ablation's pair): the first answer came 0.8 s into JMeter's schedule and the step after the
+    # first judged one was past the knee; by the clock the first step took in its first slow requests and was
+    # "certainly missed" before the warm-up's requests had all ended (5 s steps, 11 s for them to end), so the
+    # load ended a step early, before two steps the analysis calls missed, and the trial was not counted
+    load = replace(STEPS, warmup_s=10, step_s=5, connect_timeout_ms=5000, response_timeout_ms=5000)
+    late = StepWatch(load)
+    for k in range(1000):                   # the warm-up: 1000 requests from T0 + 800 ms to T0 + 10 s
+        late.add(T0_MS + 800 + int(k * 9_200 / 1000), 20, True)
+    for k in range(500):                    # the first judged step, 100 req/s: fast
+        late.add(T0_MS + 10_000 + 10 * k, 20, True)
+    for k in range(400):                    # the next, past the knee: slow from its first request
+        late.add(T0_MS + 15_000 + 5 * k, 2500, True)
+    late.judge(T0_MS + 17_000)              # a clock from T0 + 800 counts 80 slow requests in the first step
+    assert late.judged == {} and not late.anchored and not late.broken
+    late.judge(T0_MS + 15_000 + 11_001)    # the first step's requests have all ended: met; the next certainly missed
+    assert late.anchored and late.origin_ms == T0_MS + 10_000 and late.judged == {0: True, 1: False}
+    # a machine that answered fewer requests than the warm-up sent, by the time all of them must have ended: the
+    # clock's guess stands, and its steps are judged by it
+    few = StepWatch(load)
+    for k in range(500):
+        few.add(T0_MS + 20 * k, 20, True)
+    for k in range(400):
+        few.add(T0_MS + 10_000 + 10 * k, 2500, True)
+    few.judge(T0_MS + 10_000 + 11_001)    # the warm-up's 1000 must have ended: 500 answered
+    assert few.anchored and few.origin_ms == T0_MS + 10_000 and few.judged[0] is False
+
+
 def test_a_run_recorded_before_the_warm_up_has_none():
     profile = {"model": "open", "start_rps": 100, "step_rps": 100, "step_s": 10, "max_rps": 600,
                "slo": {"p99_ms": 1000, "error_pct": 0.1}}
