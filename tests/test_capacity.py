@@ -474,7 +474,8 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
     knee = next(s for s in found["steps"] if s["rate_rps"] == found["knee_rps"])
     start = knee["start_s"]
     times = [start - 5, start + 1, start + 9, start + 15]           # the first and last outside the knee step
-    series = {"pcp": {"proc_t": times, "proc_pss_bytes": [900e6, 300e6, 400e6, 950e6],
+    series = {"pcp": {"t": times, "host_cpu_cores": [0.4, 1.7, 2.3, 0.5],      # a one-second rate past 2 CPUs
+                      "proc_t": times, "proc_pss_bytes": [900e6, 300e6, 400e6, 950e6],
                       "proc_cpu_cores": [1.9, 1.2, 1.5, 1.9], "proc_threads": [500, 200, 250, 600],
                       "app_t": times, "tomcat_busy": {"http": [1, 150, 200, 7], "ajp": [9, 10, 20, 9]},
                       "apache_busy": {"": [0, 140, 150, 0]},
@@ -491,6 +492,7 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
     assert state["process_exits_in_run"] == 2 and state["first_exit_s"] == start - 40
     assert state["cgroup_peak_bytes"] == 536870912
     assert state["memory_pss_peak_bytes"] == 400e6 and state["cpu_cores_peak"] == 1.5 and state["threads_peak"] == 250
+    assert state["host_cpu_cores_mean"] == 2.0                  # the host's CPUs: their mean over the step
     assert state["tomcat_busy_peak"] == 220 and state["httpd_busy_peak"] == 150 and state["pool_pending_peak"] is None
     assert state["gc_pauses"] == 2 and state["gc_pause_max_ms"] == 120
     assert [e["process"] for e in state["process_exits"]] == ["service"] and state["oom_kills_in_run"] == 1

@@ -13,9 +13,9 @@ PREFORK_80 = {"httpd_mpm": "prefork", "httpd_mpm_prefork_settings": {"MaxRequest
               "camel_app_tomcat_max_threads": 183, "camel_app_http_client_per_route": 45}
 
 
-def _knee(httpd: float | None, tomcat: float | None, waiting: float | None) -> dict:
+def _knee(httpd: float | None, tomcat: float | None, waiting: float | None, host_cpu: float | None = 1.5) -> dict:
     return {"httpd_busy_peak": httpd, "tomcat_busy_peak": tomcat, "pool_pending_peak": waiting,
-            "cpu_cores_peak": 0.887, "memory_pss_peak_bytes": 284 * 2**20}
+            "cpu_cores_peak": 0.887, "memory_pss_peak_bytes": 284 * 2**20, "host_cpu_cores_mean": host_cpu}
 
 
 def test_the_sizes_come_from_the_knobs_and_the_defaults_where_they_are_unset() -> None:
@@ -31,27 +31,39 @@ def test_the_sizes_come_from_the_knobs_and_the_defaults_where_they_are_unset() -
 def test_the_deepest_full_pool_is_where_requests_waited() -> None:
     size = queues.Sizes("worker", 230, 74, 35)
     # everything full: the backend pool is the bound, HTTPD and Tomcat filled behind it
-    found = queues.where_queued(_knee(225, 74, 39), size)
+    found = queues.where_queued(_knee(225, 74, 39), size, 2)
     assert found["stage"] == "the backend pool" and found["knob"] == "camel_app_http_client_per_route"
     assert found["full"] == ["the backend pool", "Tomcat's threads", "HTTPD's workers"]
     assert found["sentence"] == ("requests queued at the backend pool (its size: camel_app_http_client_per_route): "
                                  "HTTPD 225 of 230 workers busy (worker MPM); Tomcat 74 of 74 threads busy; "
                                  "39 calls waited for one of its 35 backend connections")
     # HTTPD full in front of a Tomcat with threads to spare: HTTPD's workers, its MPM's own knob
-    found = queues.where_queued(_knee(50, 42, 0), queues.Sizes("worker", 50, 59, 356))
+    found = queues.where_queued(_knee(50, 42, 0), queues.Sizes("worker", 50, 59, 356), 2)
     assert (found["stage"], found["knob"]) == ("HTTPD's workers", "httpd_mpm_worker_settings.MaxRequestWorkers")
     # Tomcat full, no call waiting for the backend: Tomcat's threads
-    assert queues.where_queued(_knee(150, 199, 0), queues.Sizes("prefork", 150, 200, 20))["stage"] == \
+    assert queues.where_queued(_knee(150, 199, 0), queues.Sizes("prefork", 150, 200, 20), 2)["stage"] == \
         "Tomcat's threads"
 
 
 def test_no_pool_is_blamed_when_none_was_full() -> None:
-    found = queues.where_queued(_knee(65, 33, 0), queues.sizes(PREFORK_80, None))
+    found = queues.where_queued(_knee(65, 33, 0), queues.sizes(PREFORK_80, None), 2)
     assert found["stage"] is None and found["knob"] is None and found["full"] == []
     assert found["sentence"].startswith("no pool was full (HTTPD 65 of 80 workers busy (prefork MPM); Tomcat 33 of "
                                         "183 threads busy; 0 calls waited for one of its 45 backend connections)")
-    assert "its CPU (0.89 cores at most), its memory (284 MiB held at most)" in found["sentence"]
+    assert found["sentence"].endswith("and the host's CPUs were not (1.50 cores busy on average of 2): its own CPU "
+                                      "(0.89 cores at most), its memory (284 MiB held at most) or the backend's answers "
+                                      "bound it")
+    # the host's CPUs busy (idle under the verdict's 10%) over the knee step, no pool full: the CPUs, which JMeter shares on the local backend
+    found = queues.where_queued(_knee(65, 33, 0, host_cpu=1.81), queues.sizes(PREFORK_80, None), 2)
+    assert (found["stage"], found["knob"], found["full"]) == ("the host's CPUs", None, [])
+    assert "; the host's 2 CPUs were: 1.81 cores busy on average over the step, this machine's processes 0.89 cores " \
+           "at most" in found["sentence"]
+    assert queues.where_queued(_knee(65, 33, 0, host_cpu=1.79), queues.sizes(PREFORK_80, None), 2)["stage"] is None
+    # a full pool is named before the CPUs, whatever they did; CPUs PCP did not record are not blamed
+    assert queues.where_queued(_knee(80, 33, 0, host_cpu=2.0), queues.sizes(PREFORK_80, None), 2)["stage"] == \
+        "HTTPD's workers"
+    assert queues.where_queued(_knee(65, 33, 0, host_cpu=None), queues.sizes(PREFORK_80, None), 2)["stage"] is None
     # a peak just under 95% of its size is not full; at it, it is; a peak PCP did not record is never full
-    assert queues.where_queued(_knee(75, 33, 0), queues.sizes(PREFORK_80, None))["stage"] is None
-    assert queues.where_queued(_knee(76, 33, 0), queues.sizes(PREFORK_80, None))["stage"] == "HTTPD's workers"
-    assert queues.where_queued(_knee(None, None, None), queues.sizes(PREFORK_80, None))["full"] == []
+    assert queues.where_queued(_knee(75, 33, 0), queues.sizes(PREFORK_80, None), 2)["stage"] is None
+    assert queues.where_queued(_knee(76, 33, 0), queues.sizes(PREFORK_80, None), 2)["stage"] == "HTTPD's workers"
+    assert queues.where_queued(_knee(None, None, None), queues.sizes(PREFORK_80, None), 2)["full"] == []

@@ -291,9 +291,18 @@ def compare(machines: dict[str, dict]) -> dict:
             "note": None if measured else "no ratio: a machine's capacity was not found (see its note)"}
 
 
+def _in(times: list | None, values: list | None, start: float, end: float) -> list[float]:
+    return [v for t, v in zip(times or [], values or []) if start <= t <= end and isinstance(v, (int, float))]
+
+
 def _peak(times: list | None, values: list | None, start: float, end: float) -> float | None:
-    found = [v for t, v in zip(times or [], values or []) if start <= t <= end and isinstance(v, (int, float))]
+    found = _in(times, values, start, end)
     return max(found) if found else None
+
+
+def _mean_in(times: list | None, values: list | None, start: float, end: float) -> float | None:
+    found = _in(times, values, start, end)
+    return round(sum(found) / len(found), 3) if found else None
 
 
 def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
@@ -331,6 +340,8 @@ def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
     return {"from_s": round(start, 3), "to_s": round(end, 3),
             "memory_pss_peak_bytes": peak_of("proc_t", "proc_pss_bytes"),
             "cpu_cores_peak": peak_of("proc_t", "proc_cpu_cores"), "threads_peak": peak_of("proc_t", "proc_threads"),
+            # every process of the host the machine is on; its mean: one-second rates jitter past the CPUs there are
+            "host_cpu_cores_mean": _mean_in(pcp.get("t"), pcp.get("host_cpu_cores"), start, end),
             "tomcat_busy_peak": peak_of("app_t", "tomcat_busy"), "httpd_busy_peak": peak_of("app_t", "apache_busy"),
             "tomcat_connections_peak": peak_of("app_t", "tomcat_connections"),
             "accept_queue_overflows": increase_of("app_t", "listen_overflows"),

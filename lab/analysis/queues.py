@@ -3,23 +3,26 @@ passes, from the front to the back (HTTPD's workers, Tomcat's request threads, t
 backend), its size from the machine's knobs against its peak in the knee step (PCP, lab/analysis/capacity.py's
 at_knee). The bound is the deepest pool that was full: requests waited for it, and every pool in front of it
 filled behind them. When none was full, no pool set the pace: the machine's CPU, its memory or the backend's
-answers did, and the sentence gives the figures to tell which.
+answers did: the host's CPUs when they were busy as the verdict's host-bound has it, over the knee step (on the
+local backend JMeter and the other machine share them), else the sentence gives the figures to tell which.
 
     sizes(knobs, observed) -> Sizes
-    where_queued(at_knee, sizes) -> dict     # {"stage", "knob", "sentence", "full", "sizes", "basis"}
+    where_queued(at_knee, sizes, cpus) -> dict   # {"stage", "knob", "sentence", "full", "sizes", "basis"}
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 from lab.analysis.text import mib
+from lab.analysis.verdict import HOST_IDLE_MIN_PCT
 from lab.budget import httpd_workers, tomcat_threads  # the same knobs the memory budget reads
 
 FULL = 0.95                     # a pool whose peak reached this share of its size was full (PCP samples each second)
 POOL_PER_ROUTE_DEFAULT = 20     # camel-http's connections per route when camel_app_http_client_per_route is unset
 BASIS = (f"at the knee step, each pool's peak (PCP) against its size from the machine's knobs: full at {FULL:.0%} of "
          "it or more (the backend pool: a call waiting for a connection); the bound is the deepest full pool, as a "
-         "request meets them: HTTPD's workers, Tomcat's threads, the backend pool")
+         "request meets them: HTTPD's workers, Tomcat's threads, the backend pool; with none full, the host's CPUs "
+         f"when they were idle under {HOST_IDLE_MIN_PCT:g}% over the knee step (PCP's kernel.all.cpu user and sys)")
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,9 @@ def sizes(knobs: dict, observed: dict | None) -> Sizes:
     return Sizes(mpm, workers, tomcat_threads(knobs), pool)
 
 
-def where_queued(at_knee: dict, size: Sizes) -> dict:
-    """The deepest pool that was full at the knee, and a sentence that says so with each pool's figures."""
+def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
+    """The deepest pool that was full at the knee, and a sentence that says so with each pool's figures; with none,
+    the host's CPUs (cpus of them) if they were all busy."""
     def peak(key: str) -> float | None:
         value = at_knee.get(key)
         return float(value) if isinstance(value, (int, float)) else None
@@ -58,13 +62,21 @@ def where_queued(at_knee: dict, size: Sizes) -> dict:
     full = [name for name, is_full, _, _ in stages if is_full]
     figures = "; ".join(text for _, _, _, text in reversed(stages))
     deepest = next(((name, knob) for name, is_full, knob, _ in stages if is_full), None)
+    host, own = peak("host_cpu_cores_mean"), _cores(peak("cpu_cores_peak"))
     if deepest is not None:
-        sentence = f"requests queued at {deepest[0]} (its size: {deepest[1]}): {figures}"
+        stage, sentence = deepest[0], f"requests queued at {deepest[0]} (its size: {deepest[1]}): {figures}"
+    elif host is not None and cpus and host >= (1 - HOST_IDLE_MIN_PCT / 100) * cpus:
+        stage = "the host's CPUs"
+        sentence = (f"no pool was full ({figures}); the host's {cpus:g} CPUs were: {host:.2f} cores busy on average "
+                    f"over the step, this machine's processes {own} at most (on a shared host, JMeter and anything "
+                    "else running there used the rest)")
     else:
-        sentence = (f"no pool was full ({figures}): what bound it lies outside them: its CPU ({_cores(peak('cpu_cores_peak'))} "
-                    f"at most), its memory ({mib(peak('memory_pss_peak_bytes'))} held at most) or the backend's answers")
-    return {"stage": deepest[0] if deepest else None, "knob": deepest[1] if deepest else None, "full": full,
-            "sentence": sentence, "sizes": asdict(size), "basis": BASIS}
+        stage = None
+        sentence = (f"no pool was full ({figures}) and the host's CPUs were not ({_cores(host)} busy on average of "
+                    f"{'?' if not cpus else f'{cpus:g}'}): its own CPU ({own} at most), its memory "
+                    f"({mib(peak('memory_pss_peak_bytes'))} held at most) or the backend's answers bound it")
+    return {"stage": stage, "knob": deepest[1] if deepest else None, "full": full, "sentence": sentence,
+            "sizes": asdict(size), "basis": BASIS}
 
 
 def _of(busy: float | None, size: int) -> str:

@@ -148,7 +148,8 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         entry["memory"]["budget"] = _budget(machine, (knobs or {}).get(machine), run, backend, entry)
         knee, machine_knobs = (entry.get("capacity") or {}).get("at_knee"), (knobs or {}).get(machine)
         if knee and isinstance(machine_knobs, dict):
-            knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")))
+            knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")),
+                                                 _number((entry.get("resources") or {}).get("ncpu")))
         summary["machines"][machine] = entry
         series["machines"][machine] = machine_series
         problems.extend(f"{machine}: {p}" for p in entry["missing"])
