@@ -354,29 +354,28 @@ class RepeatedSummary(TypedDict):
     thresholds: NotRequired[list[dict[str, Any]]]
 
 
-class AblationResult(TypedDict):
-    """ablation.json: the plan, each pair of configurations measured, and what each knob group bought."""
-    schema: NotRequired[int]
-    kind: Literal["ablation"]
+class Record(TypedDict):
+    """What an ablation's and a tune's record share (lab/runfolder.py's RecordFolder writes it at their start)."""
+    schema: NotRequired[int]                # absent in records written before they were versioned
     started_at: float
     ended_at: NotRequired[float | None]
     plan: dict[str, Any]
-    groups: dict[str, Any]
     backend: str
+
+
+class AblationResult(Record):
+    """ablation.json: the plan, each pair of configurations measured, and what each knob group bought."""
+    kind: Literal["ablation"]
+    groups: dict[str, Any]
     knobs_sha256: str
     placement: dict[str, Any] | None
     pairs: NotRequired[list[list[str]]]     # two at once: each pair measured, the default machine's and the tuned one's
     analysis: NotRequired[dict[str, Any] | None]
 
 
-class TuneResult(TypedDict):
+class TuneResult(Record):
     """tune.json: the plan, every configuration measured or set aside and why, the best, its validation."""
-    schema: NotRequired[int]
     kind: Literal["tune"]
-    started_at: float
-    ended_at: NotRequired[float | None]
-    plan: dict[str, Any]
-    backend: str
     inputs_sha256: str
     result: NotRequired[dict[str, Any] | None]
     validation: NotRequired[dict[str, Any] | None]
