@@ -467,6 +467,12 @@ def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_pa
     assert lines[1].startswith("  default  capacity 200 req/s; at 300 req/s offered it answered 300 req/s; p99 2500 ms")
     assert lines[2].startswith("  tuned    capacity at least 600 req/s")
     assert lines[3] == "  tuned/default capacity: 1.50x"
+    # where a machine's requests queued at its knee, under its line
+    summary["machines"]["default"]["capacity"]["at_knee"] = {"queued": {"sentence": "requests queued at the backend "
+                                                                                    "pool (...)"}}
+    lines = headline(summary)
+    assert lines[2] == "           at its knee, requests queued at the backend pool (...)"
+    assert lines[3].startswith("  tuned    capacity at least 600 req/s")
 
 
 def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):

@@ -31,6 +31,9 @@ def _capacity(summary: dict) -> list[str]:
         shown = "none" if capacity is None else f"{'at least ' if found.get('reached_max') else ''}{capacity} req/s"
         lines.append(f"  {machine:<8} capacity {shown}" + (f"; {found['broke']}" if found.get("broke") else
                                                           f" ({found['note']})" if found.get("note") else ""))
+        queued = (found.get("at_knee") or {}).get("queued") or {}
+        if queued.get("sentence"):
+            lines.append(f"  {'':<8} at its knee, {queued['sentence']}")
     ratio = (summary.get("capacity") or {}).get("ratio")
     lines.append(f"  tuned/default capacity: {times(ratio)}" if ratio is not None
                  else f"  {(summary.get('capacity') or {}).get('note') or 'no ratio'}.")
