@@ -2,9 +2,9 @@
 passes, from the front to the back (HTTPD's workers, Tomcat's request threads, the service's connections to the
 backend), its size from the machine's knobs against its peak in the knee step (PCP, lab/analysis/capacity.py's
 at_knee). The bound is the deepest pool that was full: requests waited for it, and every pool in front of it
-filled behind them. When none was full, no pool set the pace: the machine's CPU, its memory or the backend's
-answers did: the host's CPUs when they were busy as the verdict's host-bound has it, over the knee step (on the
-local backend JMeter and the other machine share them), else the sentence gives the figures to tell which.
+filled behind them. When none was full, no pool set the pace: the host's CPUs are named when they were busy over
+the knee step as the verdict's host-bound has it (on the local backend JMeter and the other machine share them);
+else the sentence gives the machine's CPU and memory figures, or the backend's answers bound it.
 
     sizes(knobs, observed) -> Sizes
     where_queued(at_knee, sizes, cpus) -> dict   # {"stage", "knob", "sentence", "full", "sizes", "basis"}
@@ -44,7 +44,7 @@ def sizes(knobs: dict, observed: dict | None) -> Sizes:
 
 def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
     """The deepest pool that was full at the knee, and a sentence that says so with each pool's figures; with none,
-    the host's CPUs (cpus of them) if they were all busy."""
+    the host's CPUs (cpus of them) if they were busy over the knee step."""
     def peak(key: str) -> float | None:
         value = at_knee.get(key)
         return float(value) if isinstance(value, (int, float)) else None
