@@ -201,6 +201,16 @@ def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_cap
     assert 'id="chart-capacity"' in section and "data:image/png;base64," in section
     assert "p99 2500 ms (SLO 1000 ms)" in section                       # how default broke
     assert "The load generator's ceiling on this host: not measured" in section
+    # with the machines' knobs and the host's CPU counters (JMeter's host, shared): where each knee's requests queued,
+    # the host's CPUs over default's knee step (20-30 s) busy 1.9 of 2 with JMeter at 0.8
+    (tmp_path / "knobs.json").write_text(json.dumps({"default": {"httpd_mpm": "prefork"}, "tuned": {}}))
+    rows = ["time,host_busy_s,host_idle_s,host_cpus,loadgen_pid,loadgen_cpu_s"] + [
+        f"{T0_MS / 1000 + s},{1000 + 1.9 * s:.2f},{500 + 0.1 * s:.2f},2,4242,{0.8 * s:.2f}" for s in range(-1, 61)]
+    (tmp_path / "jmeter" / "loadgen.csv").write_text("\n".join(rows) + "\n")
+    knee = summarize(tmp_path, write=False, use_gcviewer=False)["machines"]["default"]["capacity"]["at_knee"]
+    assert knee["host"]["host_busy_cores"] == pytest.approx(1.9) and knee["host"]["loadgen_cores"] == pytest.approx(0.8)
+    assert knee["queued"]["stage"] == "the host's CPUs" and knee["queued"]["sizes"]["httpd_workers"] == 150
+    assert "JMeter 0.80 cores" in knee["queued"]["sentence"]
 
 
 def _ceiling_folder(root: Path, steps: list[tuple[int, int, float, int]], load: StepLoad) -> JMeterFolder:

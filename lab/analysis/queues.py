@@ -1,10 +1,11 @@
 """Where a machine's requests queued at its knee (a capacity run's first step past the SLO): each pool a request
 passes, from the front to the back (HTTPD's workers, Tomcat's request threads, the service's connections to the
 backend), its size from the machine's knobs against its peak in the knee step (PCP, lab/analysis/capacity.py's
-at_knee). The bound is the deepest pool that was full: requests waited for it, and every pool in front of it
-filled behind them. When none was full, no pool set the pace: the host's CPUs are named when they were busy over
-the knee step as the verdict's host-bound has it (on the local backend JMeter and the other machine share them);
-else the sentence gives the machine's CPU and memory figures, or the backend's answers bound it.
+at_knee). First the host's CPUs: busy over the knee step as the verdict's host-bound has it (on the local backend
+JMeter and the other machine share them), they bound it whatever pools were full, for every stage then ran slower
+and held its pool longer (a wider pool adds no CPU). Else the bound is the deepest pool that was full: requests
+waited for it, and every pool in front of it filled behind them. With neither, the sentence gives the machine's
+CPU and memory figures, or the backend's answers bound it.
 
     sizes(knobs, observed) -> Sizes
     where_queued(at_knee, sizes, cpus) -> dict   # {"stage", "knob", "sentence", "full", "sizes", "basis"}
@@ -19,10 +20,10 @@ from lab.budget import httpd_workers, tomcat_threads  # the same knobs the memor
 
 FULL = 0.95                     # a pool whose peak reached this share of its size was full (PCP samples each second)
 POOL_PER_ROUTE_DEFAULT = 20     # camel-http's connections per route when camel_app_http_client_per_route is unset
-BASIS = (f"at the knee step, each pool's peak (PCP) against its size from the machine's knobs: full at {FULL:.0%} of "
-         "it or more (the backend pool: a call waiting for a connection); the bound is the deepest full pool, as a "
-         "request meets them: HTTPD's workers, Tomcat's threads, the backend pool; with none full, the host's CPUs "
-         f"when they were idle under {HOST_IDLE_MIN_PCT:g}% over the knee step (PCP's kernel.all.cpu user and sys)")
+BASIS = (f"at the knee step: the host's CPUs when they were idle under {HOST_IDLE_MIN_PCT:g}% over it (a host shared "
+         "with JMeter: jmeter/loadgen.csv, as the verdict reads it; else PCP's kernel.all.cpu user and sys); else each pool's peak (PCP) against its size from the machine's knobs, full "
+         f"at {FULL:.0%} of it or more (the backend pool: a call waiting for a connection), and the bound the deepest "
+         "full pool as a request meets them: HTTPD's workers, Tomcat's threads, the backend pool")
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,8 @@ def sizes(knobs: dict, observed: dict | None) -> Sizes:
 
 
 def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
-    """The deepest pool that was full at the knee, and a sentence that says so with each pool's figures; with none,
-    the host's CPUs (cpus of them) if they were busy over the knee step."""
+    """The host's CPUs (cpus of them) if they were busy over the knee step, else the deepest pool that was full
+    there, and a sentence that says so with each pool's figures."""
     def peak(key: str) -> float | None:
         value = at_knee.get(key)
         return float(value) if isinstance(value, (int, float)) else None
@@ -62,14 +63,20 @@ def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
     full = [name for name, is_full, _, _ in stages if is_full]
     figures = "; ".join(text for _, _, _, text in reversed(stages))
     deepest = next(((name, knob) for name, is_full, knob, _ in stages if is_full), None)
-    host, own = peak("host_cpu_cores_mean"), _cores(peak("cpu_cores_peak"))
-    if deepest is not None:
+    own, shared = _cores(peak("cpu_cores_peak")), at_knee.get("host") or {}
+    host: float | None
+    if shared.get("host_busy_cores") is not None and shared.get("host_cpus"):   # JMeter's host, shared: every CPU state
+        host, cpus = float(shared["host_busy_cores"]), float(shared["host_cpus"])
+        jmeter = f"JMeter {_cores(shared.get('loadgen_cores'))}"
+    else:                                                           # PCP: user and sys of the machine's host
+        host, jmeter = peak("host_cpu_cores_mean"), "JMeter's not known here"
+    if host is not None and cpus and host >= (1 - HOST_IDLE_MIN_PCT / 100) * cpus:
+        stage, deepest = "the host's CPUs", None
+        sentence = (f"the host's {cpus:g} CPUs were busy: {host:.2f} cores on average over the step, this machine's "
+                    f"processes {own} at most, {jmeter} (on a shared host, with anything else running there); every "
+                    f"stage ran slower behind them ({figures})")
+    elif deepest is not None:
         stage, sentence = deepest[0], f"requests queued at {deepest[0]} (its size: {deepest[1]}): {figures}"
-    elif host is not None and cpus and host >= (1 - HOST_IDLE_MIN_PCT / 100) * cpus:
-        stage = "the host's CPUs"
-        sentence = (f"no pool was full ({figures}); the host's {cpus:g} CPUs were: {host:.2f} cores busy on average "
-                    f"over the step, this machine's processes {own} at most (on a shared host, JMeter and anything "
-                    "else running there used the rest)")
     else:
         stage = None
         sentence = (f"no pool was full ({figures}) and the host's CPUs were not ({_cores(host)} busy on average of "

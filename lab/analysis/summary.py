@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from lab import budget, contract
-from lab.analysis import capacity, claims, gclog, inputs, limits, memory, queues, thresholds, verdict
+from lab.analysis import capacity, claims, gclog, inputs, limits, loadgen, memory, queues, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -52,6 +52,15 @@ def _budget(machine: str, knobs: dict | None, run: dict, backend: str | None, en
     return {**estimate.as_json(),
             "held_peak_mib": None if held is None else round(held / 2**20, 1),
             "held_source": "PCP: peak of the summed smaps.pss plus memory.vmswap of the machine's processes"}
+
+
+def _host_at(folder: RunFolder, run: dict, t0: float, knee: dict) -> dict | None:
+    """The host's CPUs and JMeter's over the knee step (jmeter/loadgen.csv, as the verdict reads them), where the
+    machine shared the host with JMeter; None where it had CPUs of its own (its own host's: PCP's, in at_knee)."""
+    placement = run["placement"] if isinstance(run.get("placement"), dict) else {}
+    if placement.get("dedicated"):
+        return None
+    return loadgen.over(loadgen.read(folder.jmeter.loadgen), t0 + knee["from_s"], t0 + knee["to_s"])
 
 
 def _machines(run: RunFolder, record: dict, status: dict | None, knobs: dict | None) -> list[str]:
@@ -148,6 +157,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         entry["memory"]["budget"] = _budget(machine, (knobs or {}).get(machine), run, backend, entry)
         knee, machine_knobs = (entry.get("capacity") or {}).get("at_knee"), (knobs or {}).get(machine)
         if knee and isinstance(machine_knobs, dict):
+            knee["host"] = _host_at(folder, run, t0, knee)
             knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")),
                                                  _number((entry.get("resources") or {}).get("ncpu")))
         summary["machines"][machine] = entry
