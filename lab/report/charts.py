@@ -13,7 +13,6 @@ from lab.report.charts_pcp import apache, cpu, load, memory, pool, swap, tomcat
 from lab.report.plotting import (
     COLORS,
     EXTRA_COLORS,
-    TIME_AXIS,
     Chart,
     ChartContext,
     Line,
@@ -48,7 +47,7 @@ def throughput(ctx: ChartContext) -> Chart:
             ax.plot(seconds, rps, color=color, linewidth=1.4, label=machine)
     if len(chart.missing) < len(ctx.machines):
         ax.set_title(chart.title)
-        ax.set_xlabel(TIME_AXIS)
+        ax.set_xlabel(ctx.time_axis)
         ax.set_ylim(bottom=0)
         chart.png = finish(fig, axes, ctx.marks, "requests/s", xlim=ctx.xlim)
     return chart

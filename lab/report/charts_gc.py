@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 from lab.analysis.text import MIB
-from lab.report.plotting import COLORS, EXTRA_COLORS, TIME_AXIS, Chart, ChartContext, figure, finish
+from lab.report.plotting import COLORS, EXTRA_COLORS, Chart, ChartContext, figure, finish
 
 UPTIME_AXIS = "JVM uptime (the log has no wall-clock time)"
 
@@ -56,7 +56,7 @@ def gc(ctx: ChartContext) -> Chart:
         return chart
     ax.set_title(chart.title)
     ax.set_yscale("log")
-    ax.set_xlabel(UPTIME_AXIS if uptime_axis else TIME_AXIS)
+    ax.set_xlabel(UPTIME_AXIS if uptime_axis else ctx.time_axis)
     chart.png = finish(fig, axes, [] if uptime_axis else ctx.marks, "pause (ms)",
                        xlim=None if uptime_axis else ctx.xlim)
     if ctx.xlim and not uptime_axis:
@@ -88,6 +88,6 @@ def heap(ctx: ChartContext) -> Chart:
     if len(chart.missing) == len(ctx.machines):
         return chart
     ax.set_title(chart.title)
-    ax.set_xlabel(UPTIME_AXIS if uptime_axis else TIME_AXIS)
+    ax.set_xlabel(UPTIME_AXIS if uptime_axis else ctx.time_axis)
     chart.png = finish(fig, axes, [] if uptime_axis else ctx.marks, "MiB", xlim=None if uptime_axis else ctx.xlim)
     return chart
