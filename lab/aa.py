@@ -12,8 +12,8 @@ from pathlib import Path
 from lab import provision
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
-from lab.machines import MACHINES
 from lab.machines.protocol import Backend
+from lab.names import MACHINES
 from lab.paths import ANSIBLE_DIR, LOGS, REPO
 from lab.progress import info, step
 

@@ -26,9 +26,10 @@ from lab.analysis import thresholds
 from lab.analysis.compare import gate
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
-from lab.machines import MACHINES, choose, manifest
+from lab.machines import choose, manifest
 from lab.machines.local.memory import DEFAULT, DEFAULT_SWAP_MIB, MODELS
 from lab.machines.protocol import Backend
+from lab.names import MACHINES
 from lab.paths import callers
 from lab.report import compare_page
 from lab.tune import command as tune_command

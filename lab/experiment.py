@@ -20,8 +20,9 @@ from lab.hostlab import HostLab
 from lab.load.abort import ThresholdWatch
 from lab.load.engines import Engines
 from lab.load.network import ClientNetwork
-from lab.machines import MACHINES, manifest
+from lab.machines import manifest
 from lab.machines.protocol import Backend
+from lab.names import MACHINES
 from lab.paths import ANSIBLE_DIR
 from lab.progress import info, step
 from lab.runfolder import RunFolder

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab import knobs
 from lab.errors import StepFailed
-from lab.machines import MACHINES
+from lab.names import MACHINES
 from lab.paths import REPO, callers
 
 FOLDER = REPO / ".cache" / "given-knobs"

@@ -11,9 +11,10 @@ from lab import budget, given_knobs, knobs, profiles, provision, status
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.load import engines, jmeter
-from lab.machines import MACHINES, choose
+from lab.machines import choose
 from lab.machines.local.memory import VM_RAM_MIB, MemoryModel
 from lab.machines.protocol import Backend
+from lab.names import MACHINES
 from lab.paths import ANSIBLE_DIR, LOGS, REPO
 from lab.progress import info, step
 

@@ -13,9 +13,9 @@ from dataclasses import replace
 
 from lab import load
 from lab.errors import LabError, StepFailed
-from lab.machines import MACHINES
 from lab.machines.manifest import Manifest
 from lab.machines.protocol import Backend
+from lab.names import MACHINES
 from lab.progress import step
 from lab.runfolder import RunFolder
 

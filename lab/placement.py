@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lab.machines import MACHINES
+from lab.names import MACHINES
 
 CPUS_PER_MACHINE = 2
 LOADGEN_MIN_CPUS = 1

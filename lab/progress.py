@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lab.names import clock
+
 HEARTBEAT_S = 8.0           # a step silent this long prints where it is (the tests allow 10 s between lines)
 
 
@@ -138,7 +140,6 @@ def run_logged(command: list[str], log: Path, what: str, timeout_s: float,
     the elapsed time and where it is (describe() picks that from its lines), redrawn in place every second on a
     terminal, every PIPE_EVERY_S in a pipe, silent stretches included; no terminal codes ever reach a pipe or the
     log. Past timeout_s, or on any exception (Ctrl-C, SIGTERM), the command is killed: TimeoutExpired then."""
-    from lab.analysis.numbers import clock  # numpy: the venv's; this module also runs before the venv exists
     tty = sys.stderr.isatty()
     lines: queue.Queue[str | None] = queue.Queue()
     started = time.monotonic()

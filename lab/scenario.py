@@ -21,8 +21,8 @@ from lab import profiles
 from lab.analysis.thresholds import THRESHOLDS
 from lab.errors import StepFailed
 from lab.load import SCHEDULES, LoadProfile, Profile, Slo, StepLoad
-from lab.machines import MACHINES
 from lab.machines.local import memory
+from lab.names import MACHINES
 from lab.paths import SCENARIOS, callers
 
 MODELS = {"closed": LoadProfile, "open": StepLoad}

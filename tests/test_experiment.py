@@ -16,7 +16,8 @@ import pytest
 
 from lab import evidence, experiment, load, placement, report, status
 from lab.errors import LabError, StepFailed
-from lab.machines import MACHINES, manifest
+from lab.machines import manifest
+from lab.names import MACHINES
 from lab.runfolder import RunFolder
 
 pytestmark = pytest.mark.fast

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from lab import placement
-from lab.machines import MACHINES
+from lab.names import MACHINES
 from lab.placement import LOADGEN, Placement, cpulist, host_cpus, parse_cpulist, plan
 
 pytestmark = pytest.mark.fast

@@ -38,8 +38,8 @@ from conftest import REPO, Process, free_port, http_get, spawn, wait_for
 sys.path.insert(0, str(REPO))
 from lab import load, report  # noqa: E402
 from lab.analysis import gclog, summary  # noqa: E402
-from lab.analysis.numbers import clock  # noqa: E402
 from lab.analysis.pcp import pcp_env, pmrep_csv  # noqa: E402
+from lab.names import clock  # noqa: E402
 
 PCP_BIN = Path("/usr/lib/pcp/bin")
 PMDAS = Path("/var/lib/pcp/pmdas")

@@ -15,8 +15,9 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO))
 from lab import evidence  # noqa: E402
-from lab.machines import MACHINES, choose  # noqa: E402
+from lab.machines import choose
 from lab.machines.vagrant import VagrantBackend, kvm_usable, vagrant_inventory, vagrant_states  # noqa: E402
+from lab.names import MACHINES  # noqa: E402
 
 VAGRANT_ENV_KEYS = ("LAB_VAGRANT_BOX", "LAB_VAGRANT_BOX_VERSION", "LAB_LIBVIRT_DRIVER", "LAB_LIBVIRT_CPU_MODEL", "LAB_LIBVIRT_STORAGE_POOL",
                     "LAB_VAGRANT_MEMORY_MB", "LAB_VAGRANT_LOADGEN")

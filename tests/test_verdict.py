@@ -12,8 +12,8 @@ import pytest
 
 from lab import placement
 from lab.analysis import loadgen, verdict
-from lab.analysis.numbers import clock
 from lab.load import cpu
+from lab.names import clock
 
 pytestmark = pytest.mark.fast
 

@@ -8,10 +8,10 @@ its requests failed."""
 from __future__ import annotations
 
 from lab.analysis.jmeter import ERROR_RATE_THRESHOLD
-from lab.analysis.numbers import clock, number
+from lab.analysis.numbers import number
 from lab.analysis.prose import oom_kills
 from lab.analysis.text import mib, pct
-from lab.machines import MACHINES
+from lab.names import MACHINES, clock
 
 CLAIM = ("The write-up: after about ten minutes the default machine stopped answering (connect timeouts) while "
          "the tuned one served almost every request.")

@@ -14,7 +14,7 @@ from lab.analysis import repeated, trials
 from lab.analysis import summary as single
 from lab.analysis.text import times
 from lab.errors import StepFailed
-from lab.machines import MACHINES
+from lab.names import MACHINES
 from lab.runfolder import RunFolder
 
 

@@ -46,17 +46,3 @@ def mean(values: list[float]) -> float | None:
 def finite(values: list) -> list[float]:
     """The numbers among values (None, strings and booleans dropped)."""
     return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-
-
-def clock(seconds: float | None, fixed: bool = False) -> str:
-    """Seconds as m:ss (or h:mm:ss); fixed: mm:ss, never negative (progress lines keep their width)."""
-    if seconds is None:
-        return "?"
-    if fixed:
-        seconds = max(0.0, seconds)
-    sign = "-" if seconds < 0 else ""
-    total = int(abs(seconds))
-    hours, rest = divmod(total, 3600)
-    if hours:
-        return f"{sign}{hours}:{rest // 60:02d}:{rest % 60:02d}"
-    return f"{sign}{rest // 60:02d}:{rest % 60:02d}" if fixed else f"{sign}{rest // 60}:{rest % 60:02d}"

@@ -14,7 +14,7 @@ from lab.analysis import thresholds
 from lab.analysis import trials as stats
 from lab.analysis.numbers import mean
 from lab.analysis.verdict import ORDER
-from lab.machines import MACHINES
+from lab.names import MACHINES
 from lab.runfolder import RunFolder
 
 KIND = "repeated"

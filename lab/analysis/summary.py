@@ -33,7 +33,7 @@ from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.pcp import analyze_pcp
 from lab.analysis.prose import LONE_PAUSE_FACTOR, lone_pause, what_happened
 from lab.load.openmodel import StepLoad
-from lab.machines import MACHINES
+from lab.names import MACHINES
 from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
 

@@ -13,7 +13,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from lab.machines import MACHINES
+from lab.names import MACHINES
 from lab.runfolder import RunFolder
 
 # threshold -> (the summary's comparison key, "max" or "min", scale from the summary's unit to the threshold's)

@@ -12,7 +12,7 @@ from lab.load.profile import FULL, QUICK, SCHEDULES, LoadError, LoadProfile, Loa
 from lab.load.progress import _CsvTail, format_progress, print_progress, progress_bar
 from lab.load.run import CSV_COLUMNS, run
 from lab.load.targets import TargetError, _parse_targets, check_targets
-from lab.machines import MACHINES
+from lab.names import MACHINES
 
 Profile = LoadProfile | StepLoad        # a closed model (users) or an open one (arrival rates, for capacity)
 

@@ -13,7 +13,7 @@ what it measured, writes its report, and exits 3 like any run that broke a thres
 are marked broken whatever the shortened load's figures say)."""
 from __future__ import annotations
 
-from lab.machines import MACHINES
+from lab.names import MACHINES
 
 LIVE = ("error_pct_max", "p95_ms_max", "capacity_rps_min")
 CONFIRM = 2

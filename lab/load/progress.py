@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis.jmeter import csv_rows
-from lab.analysis.numbers import clock, percentile
+from lab.analysis.numbers import percentile
 from lab.load.openmodel import StepWatch
+from lab.names import clock
 
 
 class _CsvTail:

@@ -27,7 +27,7 @@ from lab.load.processes import kill, wait
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _MachineProgress
 from lab.load.targets import _parse_targets, _Target
-from lab.machines import MACHINES
+from lab.names import MACHINES
 from lab.placement import cpulist, parse_cpulist
 from lab.runfolder import JMeterFolder
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from lab.load.profile import LoadError
-from lab.machines import MACHINES
+from lab.names import MACHINES
 
 
 class TargetError(LoadError, ValueError):

@@ -15,8 +15,9 @@ from pathlib import Path
 from lab.errors import StepFailed
 from lab.load.engines import Engines
 from lab.load.network import ClientNetwork
-from lab.machines import MACHINES, manifest, remote_engines
+from lab.machines import manifest, remote_engines
 from lab.machines.protocol import Pulled, unpack_plain_files
+from lab.names import MACHINES
 from lab.paths import ANSIBLE_DIR, INVENTORIES, VENV
 
 

@@ -9,9 +9,9 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any
 
-from lab.analysis.numbers import clock
 from lab.analysis.text import mib
 from lab.analysis.trials import FEW_TRIALS
+from lab.names import clock
 
 DASH = "—"                              # a value that is missing
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, MultipleLocator, NullFormatter
 from matplotlib.typing import RcKeyType
 
-from lab.analysis.numbers import clock
+from lab.names import clock
 
 COLORS = {"default": "#d95f02", "tuned": "#1b7fbf"}
 EXTRA_COLORS = ["#7570b3", "#66a61e", "#e7298a", "#a6761d"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from lab import aa, experiment
 from lab.ablation.folder import CAPACITY, TUNED, unusable
-from lab.machines import MACHINES
 from lab.machines.protocol import Backend
+from lab.names import MACHINES
 from lab.progress import info
 from lab.runfolder import RunFolder
 from lab.tune.folder import Plan, Tuning

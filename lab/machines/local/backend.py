@@ -13,13 +13,14 @@ from lab import placement
 from lab.hostlab import remove_if_empty
 from lab.load.engines import Engines
 from lab.load.network import ClientNetwork
-from lab.machines import MACHINES, manifest
+from lab.machines import manifest
 from lab.machines.local import loadgen, memory, swap
 from lab.machines.local.cgroups import Cgroup, detect_cgroups
 from lab.machines.local.lifecycle import down, memory_events, reset_memory_peak, status, supervisorctl, up
 from lab.machines.local.machine import LocalBackendError, machines
 from lab.machines.local.network import _enter_netns, run_in
 from lab.machines.protocol import Pulled, copy_no_follow
+from lab.names import MACHINES
 from lab.paths import INVENTORIES, LOCAL_ROOT
 from lab.progress import info
 

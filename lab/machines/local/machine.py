@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.machines import MACHINES
 from lab.machines.local.memory import MemoryModel
+from lab.names import MACHINES
 
 NETNS_DIR = Path("/run/netns")
 # supervisord's control sockets: an AF_UNIX path holds at most 107 bytes, which a machine root under a deep
