@@ -14,8 +14,8 @@ import pytest
 
 from conftest import REPO
 from lab import knobs
+from lab.ablation import analysis as ablation
 from lab.ablation import groups as knob_groups
-from lab.analysis import ablation
 from lab.errors import StepFailed
 
 pytestmark = pytest.mark.fast
@@ -81,7 +81,7 @@ def _measure(effects, trials: int = 6, noise: float = 0.005):
 
 
 def test_the_same_measurements_give_the_same_intervals_whatever_the_hash_seed():
-    code = ("import json; from test_ablation import GROUPS, _measure; from lab.analysis import ablation; "
+    code = ("import json; from test_ablation import GROUPS, _measure; from lab.ablation import analysis as ablation; "
             "r = ablation.analyze(GROUPS, _measure(lambda c: 0.2 * ('gc' in c)), 'req/s', resamples=500); "
             "print(json.dumps([row['share_interval'] for row in r['path']]))")
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent,

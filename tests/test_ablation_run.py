@@ -13,10 +13,9 @@ import pytest
 from test_experiment import FakeBackend
 
 from lab import cli, experiment, placement, provision, runfolder
-from lab.ablation import command, pairs, run
+from lab.ablation import analysis, command, pairs, run
 from lab.ablation import folder as ablation_folder
 from lab.ablation import groups as knob_groups
-from lab.analysis import ablation as analysis
 from lab.errors import StepFailed
 from lab.hostlab import HostLab
 from lab.provision import PlaybookResult

@@ -1,6 +1,6 @@
 """Two configurations measured at once, one on each machine, where placement gives each machine CPUs of its own
 (or --schedule parallel asks for it). The analysis says ahead which configurations it reads next
-(lab/analysis/ablation.py prefetch); they are measured two at a time, and an odd one out takes as its partner a
+(lab/ablation/analysis.py prefetch); they are measured two at a time, and an odd one out takes as its partner a
 configuration the analysis will read later anyway (the leave-one-out set is known from the start), else both
 machines carry it. A pair's trials are split in two halves and the machines swap configurations between them, so
 that what differs between the two machines is not taken for what differs between the two configurations.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lab.ablation.analysis import Config, wanted
 from lab.ablation.folder import Ablation, config_from_key, counted_trials, key
 from lab.ablation.groups import Group
-from lab.analysis.ablation import Config, wanted
 from lab.runfolder import RunFolder
 
 # load(folder, the configuration on each machine, trials): each machine given its configuration, then both loaded at

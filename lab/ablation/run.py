@@ -1,5 +1,5 @@
 """./start.sh ablate: the tuned machine walked from the default machine's knobs to its own, one knob group
-at a time (lab/analysis/ablation.py chooses the path as it goes), each configuration measured in repeated trials.
+at a time (lab/ablation/analysis.py chooses the path as it goes), each configuration measured in repeated trials.
 Each trial's figure is a machine's steady-state throughput of requests answered without error under a fixed load
 (a closed model: users), or its capacity under stepped arrivals (an open model, such as the capacity scenario): the
 highest rate that met the SLO. The baseline is the default configuration, measured as every other one.
@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from lab import aa, experiment, interrupts, load, options, runfolder
+from lab.ablation import analysis
 from lab.ablation import groups as knob_groups
 from lab.ablation.folder import CAPACITY, THROUGHPUT, TUNED, UNIT, Ablation, Measure, costs, key, unusable
 from lab.ablation.groups import Group, valid
 from lab.ablation.pairs import Pairs
-from lab.analysis import ablation as analysis
 from lab.analysis import capacity
 from lab.errors import StepFailed
 from lab.hostlab import HostLab

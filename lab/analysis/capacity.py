@@ -31,8 +31,8 @@ import json
 from collections import Counter
 
 from lab.analysis.jmeter import Samples, client_side, error_class, error_label, read_results
-from lab.analysis.numbers import percentile
 from lab.load.openmodel import DELIVERED, Slo, StepLoad
+from lab.numbers import percentile
 from lab.runfolder import JMeterFolder
 
 BASIS = ("each step: the rate x length requests that arrived in it (in the order of their starts), its rates over "

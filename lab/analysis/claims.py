@@ -8,10 +8,10 @@ its requests failed."""
 from __future__ import annotations
 
 from lab.analysis.jmeter import ERROR_RATE_THRESHOLD
-from lab.analysis.numbers import number
 from lab.analysis.prose import oom_kills
 from lab.analysis.text import mib, pct
 from lab.names import MACHINES, clock
+from lab.numbers import number
 
 CLAIM = ("The write-up: after about ten minutes the default machine stopped answering (connect timeouts) while "
          "the tuned one served almost every request.")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from lab.analysis.numbers import number, percentile
+from lab.numbers import number, percentile
 from lab.paths import REPO
 
 GCVIEWER_ARTIFACT = "com.github.chewiebug:gcviewer:1.36"

@@ -2,10 +2,10 @@
 steady state, the ratio, and how the run ended (the report has the rest)."""
 from __future__ import annotations
 
-from lab.analysis.numbers import number
-from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.text import ms, pct, rate, times
 from lab.names import MACHINES, clock
+from lab.numbers import number
+from lab.numbers import ratio as _ratio
 
 AA_LINE = "  A/A: the tuned machine ran with the default machine's knobs; any difference below is noise."
 

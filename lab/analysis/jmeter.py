@@ -7,7 +7,7 @@ Definitions (also shown in the report):
   its per-second throughput and latency, never before the ramp-up's end) to its last sample's end.
   Samples that *started* in it count for the steady figures.
 - throughput = samples in the window / window length; error rate = failed / samples.
-- percentiles: as JMeter's dashboard computes them (lab.analysis.numbers.percentile), over every
+- percentiles: as JMeter's dashboard computes them (lab.numbers.percentile), over every
   sample, failed ones included. Beside the elapsed time: JMeter's Latency (time to the first byte of
   the answer) and Connect (time to open the connection, 0 when a kept-alive one is reused).
 - the error-rate threshold is crossed in the first 10-second bucket (by sample end) whose error rate
@@ -15,26 +15,14 @@ Definitions (also shown in the report):
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from lab.analysis import steady as steady_state
-from lab.analysis.numbers import percentile
-
-# A failed sample's message can carry a whole answer (JMeter writes it into the CSV): Python's default field
-# limit (128 KiB) would stop the reading at such a row. The limit is the process's, and every reader here is the lab's.
-csv.field_size_limit(2**31 - 1)
-
-
-def csv_rows(text: str) -> list[list[str]]:
-    """Complete CSV records as rows, whatever a field's length: a reader elsewhere (the live progress) takes
-    its rows here, so it never reads with the default limit."""
-    return list(csv.reader(io.StringIO(text)))
-
+from lab.load import results
+from lab.numbers import percentile
 
 PERCENTILES = (50, 90, 95, 99)
 ERROR_RATE_THRESHOLD = 0.01
@@ -76,7 +64,7 @@ def read_results(path: Path, window_ms: tuple[float, float] | None = None) -> Sa
     are rows that started outside window_ms (the run's own time, when run.json gives it)."""
     samples = Samples()
     with path.open(newline="", errors="replace") as stream:
-        reader = csv.reader(stream)
+        reader = results.reader(stream)         # whatever a field's length
         header = next(reader, None)
         if not header:
             return samples

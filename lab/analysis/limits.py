@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from lab.analysis import loadgen
 from lab.analysis.jmeter import analyze_load, client_errors, read_results
-from lab.analysis.numbers import number
 from lab.analysis.verdict import BACKEND_NEAR, LOADGEN_BUSY_MAX
+from lab.numbers import number
 from lab.placement import LOADGEN, parse_cpulist
 from lab.runfolder import RunFolder
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from lab.analysis.numbers import number
+from lab.numbers import number
 
 
 def read(path: Path) -> list[dict]:

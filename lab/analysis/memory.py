@@ -3,7 +3,7 @@ being short of memory (its pages in swap, the pages it read back), from the PCP 
 and the machine's events.json."""
 from __future__ import annotations
 
-from lab.analysis.numbers import number
+from lab.numbers import number
 
 EVENTS_SOURCE = "events.json peak_memory_bytes (the machine's memory peak)"
 

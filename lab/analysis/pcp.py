@@ -9,9 +9,9 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from lab.analysis.numbers import finite as _finite
-from lab.analysis.numbers import mean as _mean
-from lab.analysis.numbers import number as _number
+from lab.numbers import finite as _finite
+from lab.numbers import mean as _mean
+from lab.numbers import number as _number
 
 PSARGS_STEP_S = 5                       # how often the process list is read to find a machine's processes
 PCP_TIMEOUT_S = 300

@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.analysis.jmeter import ERROR_RATE_THRESHOLD
-from lab.analysis.numbers import number
-from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.text import mib, ms, pct, rate, times
 from lab.names import MACHINES, clock
+from lab.numbers import number
+from lab.numbers import ratio as _ratio
 
 # A machine whose memory peaked above this share of its limit is one burst from the OOM killer.
 NEAR_LIMIT = 0.9

@@ -12,9 +12,9 @@ from pathlib import Path
 from lab.analysis import summary as single
 from lab.analysis import thresholds
 from lab.analysis import trials as stats
-from lab.analysis.numbers import mean
 from lab.analysis.verdict import ORDER
 from lab.names import MACHINES
+from lab.numbers import mean
 from lab.runfolder import RunFolder
 
 KIND = "repeated"

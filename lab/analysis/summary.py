@@ -27,13 +27,13 @@ from lab.analysis.jmeter import (
     read_results,
 )
 from lab.analysis.knobs_differ import knobs_differ
-from lab.analysis.numbers import PERCENTILE_DEFINITION
-from lab.analysis.numbers import number as _number
-from lab.analysis.numbers import ratio as _ratio
 from lab.analysis.pcp import analyze_pcp
 from lab.analysis.prose import LONE_PAUSE_FACTOR, lone_pause, what_happened
 from lab.load.openmodel import StepLoad
 from lab.names import MACHINES
+from lab.numbers import PERCENTILE_DEFINITION
+from lab.numbers import number as _number
+from lab.numbers import ratio as _ratio
 from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
 

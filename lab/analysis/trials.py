@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy
 
-from lab.analysis.numbers import mean
+from lab.numbers import mean
 
 RESAMPLES = 10_000
 CONFIDENCE = 0.95

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from lab.analysis import loadgen
 from lab.analysis.jmeter import client_errors
-from lab.analysis.numbers import number
 from lab.analysis.prose import NEAR_LIMIT, oom_kills
 from lab.analysis.text import mib
 from lab.names import MACHINES, clock
+from lab.numbers import number
 from lab.placement import LOADGEN, parse_cpulist
 
 HOST_IDLE_MIN_PCT = 10.0

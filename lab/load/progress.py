@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.analysis.jmeter import csv_rows
-from lab.analysis.numbers import percentile
 from lab.load.openmodel import StepWatch
+from lab.load.results import csv_rows
 from lab.names import clock
+from lab.numbers import percentile
 
 
 class _CsvTail:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from lab.ablation.analysis import config_of
 from lab.ablation.folder import Ablation, key
 from lab.ablation.run import AT_ONCE
-from lab.analysis.ablation import config_of
 from lab.report.page import environment
 from lab.report.plotting import Chart, figure, finish, style
 from lab.runfolder import RunFolder
