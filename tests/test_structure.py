@@ -219,3 +219,16 @@ def test_every_module_and_test_file_is_named_in_its_folders_readme() -> None:
         unnamed = sorted(str(p.relative_to(folder)) for p in files if f"{p.name}`" not in readme
                          and f"{p.name} " not in readme and f"{p.name})" not in readme)
         assert unnamed == [], f"{folder / 'README.md'} does not name {unnamed}"
+
+
+def test_few_imports_run_back_up_the_layers_of_lab() -> None:
+    # Shared names and formatters stand at the bottom (lab/names.py, lab/numbers.py), each command's own analysis
+    # in its package: an import that runs back up ties the layers into a loop, and what it drags in with it (the
+    # bootstrap needing numpy, a results reader pulling the analysis into the live load).
+    from tools import layers
+    rooms, found = layers.imports()
+    up, guessed = layers.back_up(rooms, set(found))
+    assert not guessed and len(up) <= 4, [found[pair].where for pair in sorted(up)]
+    assert {"names.py", "numbers.py"} <= {room for room, layer in layers.layers(rooms, set(found)).items() if layer == 1}
+    # a loop is found and its import named: two rooms that import each other
+    assert layers.back_up({"a.py", "b/"}, {("a.py", "b/"), ("b/", "a.py")})[0] in ({("a.py", "b/")}, {("b/", "a.py")})
