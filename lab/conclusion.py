@@ -50,4 +50,4 @@ def conclude(folder: RunFolder, ended: dict, dashboards: dict[str, Path]) -> int
     print("\nBoth machines are still up and hold their memory: ./start.sh run measures again, "
           "./start.sh down removes them.", file=sys.stderr)
     code = {"completed": 0, "interrupted": 130}.get(ended["how"], 1)
-    return thresholds.judge(folder, summary) if code == 0 else code
+    return thresholds.exit_code(folder, summary) if code == 0 else code

@@ -243,7 +243,7 @@ def test_the_watch_ignores_the_warm_up_and_starts_the_steps_where_the_analysis_d
     watch = StepWatch(warm)
     _feed(watch, 0, 1000, 3000)             # the warm-up, every request slow: no miss
     _feed(watch, 1, 1000, 20)
-    watch.judge(T0_MS + 20_000 + 6_001)
+    watch.update(T0_MS + 20_000 + 6_001)
     assert watch.judged == {0: True} and watch.anchored and watch.origin_ms == T0_MS + 10_000
     # JMeter started its schedule 0.5 s before its first request and caught up within the first segment: the steps
     # start at the warm-up's 1000th request, not 10 s after the first; a clock would put the next step's slow
@@ -254,7 +254,7 @@ def test_the_watch_ignores_the_warm_up_and_starts_the_steps_where_the_analysis_d
     _feed(late, 1, 1000, 20)
     for k in range(100):                    # the next step: its first 100 requests slow
         late.add(T0_MS + 20_000 + 4 * k, 2000, True)
-    late.judge(T0_MS + 20_000 + 6_001)
+    late.update(T0_MS + 20_000 + 6_001)
     assert late.origin_ms == T0_MS + 10_000 and late.judged[0] is True     # a clock from T0 + 500 says False
 
 
@@ -271,9 +271,9 @@ def test_the_watch_judges_no_step_before_it_knows_where_the_steps_begin():
         late.add(T0_MS + 10_000 + 10 * k, 20, True)
     for k in range(400):                    # the next, past the knee: slow from its first request
         late.add(T0_MS + 15_000 + 5 * k, 2500, True)
-    late.judge(T0_MS + 17_000)              # a clock from T0 + 800 counts 80 slow requests in the first step
+    late.update(T0_MS + 17_000)              # a clock from T0 + 800 counts 80 slow requests in the first step
     assert late.judged == {} and not late.anchored and not late.broken
-    late.judge(T0_MS + 15_000 + 11_001)    # the first step's requests have all ended: met; the next certainly missed
+    late.update(T0_MS + 15_000 + 11_001)    # the first step's requests have all ended: met; the next certainly missed
     assert late.anchored and late.origin_ms == T0_MS + 10_000 and late.judged == {0: True, 1: False}
     # a machine that answered fewer requests than the warm-up sent, by the time all of them must have ended: the
     # clock's guess stands, and its steps are judged by it
@@ -282,7 +282,7 @@ def test_the_watch_judges_no_step_before_it_knows_where_the_steps_begin():
         few.add(T0_MS + 20 * k, 20, True)
     for k in range(400):
         few.add(T0_MS + 10_000 + 10 * k, 2500, True)
-    few.judge(T0_MS + 10_000 + 11_001)    # the warm-up's 1000 must have ended: 500 answered
+    few.update(T0_MS + 10_000 + 11_001)    # the warm-up's 1000 must have ended: 500 answered
     assert few.anchored and few.origin_ms == T0_MS + 10_000 and few.judged[0] is False
 
 
@@ -375,13 +375,13 @@ def _feed(watch: StepWatch, step: int, count: int, elapsed: int, ok: bool = True
 def test_the_watch_ends_a_load_after_two_steps_certainly_missed():
     watch = StepWatch(STEPS)
     _feed(watch, 0, 1000, 20)
-    watch.judge(T0_MS + 10_000)             # the step's requests may still be in flight: not judged yet
+    watch.update(T0_MS + 10_000)             # the step's requests may still be in flight: not judged yet
     assert watch.judged == {}
-    watch.judge(T0_MS + 10_000 + 6_001)     # every request of it has ended: met
+    watch.update(T0_MS + 10_000 + 6_001)     # every request of it has ended: met
     assert watch.judged == {0: True} and not watch.broken
     _feed(watch, 1, 100, 2000)              # already more slow requests than 1 % of the most it could have
     _feed(watch, 2, 100, 2000)
-    watch.judge(T0_MS + 25_000)
+    watch.update(T0_MS + 25_000)
     assert watch.judged == {0: True, 1: False, 2: False} and watch.broken
 
 
@@ -391,7 +391,7 @@ def test_the_watch_does_not_end_a_load_on_one_missed_step():
         _feed(watch, step, 1000 * (step + 1), elapsed if step % 2 == 0 else 20)
         if step % 2:
             _feed(watch, step, 100, elapsed)
-    watch.judge(T0_MS + 46_001)         # step 4 not yet over
+    watch.update(T0_MS + 46_001)         # step 4 not yet over
     assert watch.judged == {0: True, 1: False, 2: True, 3: False} and not watch.broken
 
 
@@ -401,12 +401,12 @@ def test_the_ceilings_watch_ends_its_load_on_the_first_step_the_generator_fell_b
         watch = StepWatch(replace(STEPS, stop_after_misses=1, stop_when_behind=behind))
         _feed(watch, 0, 1000, 20)
         _feed(watch, 1, 1700, 20)
-        watch.judge(T0_MS + 20_000 + 6_001)
+        watch.update(T0_MS + 20_000 + 6_001)
         assert watch.judged == judged and watch.broken == behind
     # at 90% of its rate a step was delivered, as the analysis counts it
     watch = StepWatch(replace(STEPS, stop_after_misses=1, stop_when_behind=True))
     _feed(watch, 0, 900, 20)
-    watch.judge(T0_MS + 10_000 + 6_001)
+    watch.update(T0_MS + 10_000 + 6_001)
     assert watch.judged == {0: True}
     assert ceiling.STEPS.stop_when_behind and "or arrives under 90% of its rate" in ceiling.STEPS.describe()
 

@@ -151,7 +151,7 @@ def test_a_broken_threshold_exits_3_with_a_junit_file(tmp_path, capsys):
     folder = RunFolder(tmp_path / "20261124-000000")
     folder.root.mkdir()
     results = thresholds.check(SUMMARY, {"error_pct_max": 1, "ratio_min": 1.2})
-    assert thresholds.judge(folder, {"thresholds": results}) == 3
+    assert thresholds.exit_code(folder, {"thresholds": results}) == 3
     err = capsys.readouterr().err
     assert "Thresholds: 2 of 3 passed" in err and "BROKEN: error_pct_max (tuned error_rate <= 1%): 3%" in err
     suite = ET.parse(folder.root / "thresholds.xml").getroot()
@@ -159,8 +159,8 @@ def test_a_broken_threshold_exits_3_with_a_junit_file(tmp_path, capsys):
     failed = [case.get("name") for case in suite if case.find("failure") is not None]
     assert failed == ["error_pct_max [tuned]"]
     passing = thresholds.check(SUMMARY, {"ratio_min": 1.2})
-    assert thresholds.judge(folder, {"thresholds": passing}) == 0
-    assert thresholds.judge(folder, {}) == 0        # none set: nothing judged
+    assert thresholds.exit_code(folder, {"thresholds": passing}) == 0
+    assert thresholds.exit_code(folder, {}) == 0        # none set: nothing judged
 
 
 def test_a_capacity_threshold_reads_the_capacity_found_a_lower_bound_included():
@@ -178,7 +178,7 @@ def test_thresholds_a_run_could_not_be_judged_on_break_it(tmp_path, capsys):
     folder = RunFolder(tmp_path / "20261124-000000")
     folder.root.mkdir()
     folder.write_json(folder.run_json, {"thresholds": {"error_pct_max": 1}})
-    assert thresholds.judge(folder, None) == 3
+    assert thresholds.exit_code(folder, None) == 3
     assert "BROKEN: error_pct_max: not checked, the run has no summary" in capsys.readouterr().err
     assert ET.parse(folder.thresholds_xml).getroot().get("failures") == "1"
 

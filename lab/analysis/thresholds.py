@@ -94,7 +94,7 @@ def junit(results: list[dict], run_id: str, path: Path) -> Path:
     return path
 
 
-def judge(folder: RunFolder, summary: dict | None) -> int:
+def exit_code(folder: RunFolder, summary: dict | None) -> int:
     """A line per threshold and a JUnit file of them; 3 when one is broken (0 when none was set)."""
     results = (summary or {}).get("thresholds")
     if not results:

@@ -244,7 +244,7 @@ class StepWatch:
             found[2] += not ok
         return counts
 
-    def judge(self, now_ms: float) -> None:
+    def update(self, now_ms: float) -> None:
         if self.first_start_ms is None or self.origin_ms is None:
             return
         self._anchor(now_ms)

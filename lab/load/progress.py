@@ -98,7 +98,7 @@ class _MachineProgress:
                 if self.watch is not None and start_i is not None and start_i < len(row) and row[start_i].isdigit():
                     self.watch.add(int(row[start_i]), interval[-1], ok)
         if self.watch is not None:
-            self.watch.judge(time.time() * 1000)
+            self.watch.update(time.time() * 1000)
         if rows and threads_i is not None and threads_i < len(rows[-1]) and rows[-1][threads_i].isdigit():
             self.active_threads = int(rows[-1][threads_i])
         span = now - (self.last_poll or now)

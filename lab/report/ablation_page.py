@@ -10,7 +10,7 @@ from lab.ablation.analysis import config_of
 from lab.ablation.folder import Ablation, key
 from lab.ablation.run import AT_ONCE
 from lab.report.page import environment
-from lab.report.plotting import Chart, figure, finish, style
+from lab.report.plotting import Chart, finish, new_figure, style
 from lab.runfolder import RunFolder
 
 TEMPLATE = "ablation.html.j2"
@@ -26,7 +26,7 @@ def waterfall(result: dict) -> Chart:
     if not rows:
         return chart
     with style():
-        fig, (left, right) = figure(2, sharey=False)
+        fig, (left, right) = new_figure(2, sharey=False)
         names = ["default", *(r["group"] for r in rows)]
         level = result["default"]
         left.bar([0], [level], color="#999", width=0.6)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lab.report.charts_gc import gc, heap
-from lab.report.charts_pcp import apache, cpu, load, memory, pool, swap, tomcat
+from lab.report.charts_pcp import apache, cpu, load_average, memory, pool, swap, tomcat
 from lab.report.plotting import (
     COLORS,
     EXTRA_COLORS,
@@ -17,9 +17,9 @@ from lab.report.plotting import (
     ChartContext,
     Line,
     combined,
-    figure,
     finish,
     moving_average,
+    new_figure,
     side_by_side,
     style,
     xy,
@@ -31,7 +31,7 @@ SMOOTH_FROM_S = 120                     # throughput gets a 10-s moving average 
 def throughput(ctx: ChartContext) -> Chart:
     chart = Chart("chart-throughput", "Throughput", "Requests completed per second, from each machine's JMeter "
                   f"results (runs of {SMOOTH_FROM_S} s and more: thin, with a centred 10-s average, thick).")
-    fig, axes = figure()
+    fig, axes = new_figure()
     ax = axes[0]
     for machine in ctx.machines:
         series = ctx.series_of(machine, "load")
@@ -85,7 +85,7 @@ def users(ctx: ChartContext) -> Chart:
 
 CHARTS: list[Callable[[ChartContext], Chart]] = [
     throughput, latency, errors, users,                 # JMeter
-    cpu, load, memory, swap, tomcat, pool, apache,      # PCP
+    cpu, load_average, memory, swap, tomcat, pool, apache,      # PCP
     gc, heap,                                           # GC log
 ]
 

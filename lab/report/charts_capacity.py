@@ -3,7 +3,7 @@ machines on one panel, the "hockey stick" (p99 against what each step answered, 
 beside it what each step answered against what it offered (the diagonal until the machine falls off)."""
 from __future__ import annotations
 
-from lab.report.plotting import COLORS, EXTRA_COLORS, Chart, figure, finish
+from lab.report.plotting import COLORS, EXTRA_COLORS, Chart, finish, new_figure
 
 
 def hockey_stick(summary: dict) -> Chart:
@@ -12,7 +12,7 @@ def hockey_stick(summary: dict) -> Chart:
                   "against offered (the dotted diagonal: every arrival answered; the dash-dotted line, when "
                   "measured and within twice the highest step, the load generator's ceiling on this host). A star "
                   "marks each machine's capacity; the warm-up and partial steps are left out.")
-    fig, (curve, served) = figure(2, sharey=False)
+    fig, (curve, served) = new_figure(2, sharey=False)
     slo = None
     drawn = 0
     highest = 0.0

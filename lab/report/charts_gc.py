@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 from lab.analysis.text import MIB
-from lab.report.plotting import COLORS, EXTRA_COLORS, Chart, ChartContext, figure, finish
+from lab.report.plotting import COLORS, EXTRA_COLORS, Chart, ChartContext, finish, new_figure
 
 UPTIME_AXIS = "JVM uptime (the log has no wall-clock time)"
 
@@ -38,7 +38,7 @@ def gc(ctx: ChartContext) -> Chart:
     chart = Chart("chart-gc", "GC pauses", "Each stop-the-world pause from the machine's GC log (GCViewer), its "
                   "duration against the time it started; full collections as crosses.")
     uptime_axis = _uptime_axis(ctx)
-    fig, axes = figure()
+    fig, axes = new_figure()
     ax = axes[0]
     for machine in ctx.machines:
         pauses = _shown(ctx, machine, uptime_axis)
@@ -72,7 +72,7 @@ def gc(ctx: ChartContext) -> Chart:
 def heap(ctx: ChartContext) -> Chart:
     chart = Chart("chart-heap", "Heap after GC", "Heap in use after each pause, and the heap's size, from the GC log.")
     uptime_axis = _uptime_axis(ctx)
-    fig, axes = figure()
+    fig, axes = new_figure()
     ax = axes[0]
     for machine in ctx.machines:
         pauses = [p for p in _shown(ctx, machine, uptime_axis) if p.get("heap_after_bytes") is not None]

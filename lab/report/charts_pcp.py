@@ -26,7 +26,7 @@ def cpu(ctx: ChartContext) -> Chart:
     return combined(ctx, Chart("chart-cpu", "CPU", about), cores, "cores")
 
 
-def load(ctx: ChartContext) -> Chart:
+def load_average(ctx: ChartContext) -> Chart:
     chart = Chart("chart-load", "Load average", "kernel.all.load, 1 minute, from each machine's PCP archive."
                   + (" On the local backend both archives record the same host: this is the host's load, shared "
                      "by both machines and the load generator." if ctx.local else ""))

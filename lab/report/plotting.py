@@ -158,7 +158,7 @@ def style() -> Iterator[None]:
         yield
 
 
-def figure(panels: int = 1, sharey: bool = True) -> tuple[Figure, list[Axes]]:
+def new_figure(panels: int = 1, sharey: bool = True) -> tuple[Figure, list[Axes]]:
     """A wide figure of panels side by side, sharing their y axis unless told not to."""
     fig = Figure(figsize=(13, 3.6))
     FigureCanvasAgg(fig)
@@ -223,7 +223,7 @@ def moving_average(values: list, width: int) -> list[float]:
 def combined(ctx: ChartContext, chart: Chart, get: Callable[[str], XY | None], ylabel: str,
              kind: Literal["line", "step"] = "line", integer_y: bool = False) -> Chart:
     """One panel, one line per machine; get(machine) -> (xs, ys), None or empty without data."""
-    fig, axes = figure()
+    fig, axes = new_figure()
     ax = axes[0]
     drawn = 0
     for machine in ctx.machines:
@@ -254,7 +254,7 @@ def side_by_side(ctx: ChartContext, chart: Chart, get: Callable[[str], list[Line
     chart.missing += [m for m in ctx.machines if m not in present]
     if not present:
         return chart
-    fig, axes = figure(max(1, len(ctx.machines)))
+    fig, axes = new_figure(max(1, len(ctx.machines)))
     for ax, machine in zip(axes, ctx.machines):
         ax.set_title(f"{machine}: {chart.title}")
         ax.set_xlabel(ctx.time_axis)

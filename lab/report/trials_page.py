@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from lab.analysis import repeated
-from lab.report.plotting import COLORS, Chart, figure, finish, style
+from lab.report.plotting import COLORS, Chart, finish, new_figure, style
 from lab.runfolder import RunFolder
 
 TEMPLATE = "trials.html.j2"
@@ -29,7 +29,7 @@ def trials_chart(summary: dict) -> Chart:
         return chart
     row: dict = next((r for r in summary.get("comparison") or [] if r["key"] == key), {})
     with style():
-        fig, (left, right) = figure(2, sharey=False)
+        fig, (left, right) = new_figure(2, sharey=False)
         if len(machines) == 1:
             right.set_visible(False)
         for machine in machines:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from lab.report.page import environment
-from lab.report.plotting import Chart, figure, finish, style
+from lab.report.plotting import Chart, finish, new_figure, style
 from lab.runfolder import RunFolder
 from lab.tune import validate
 from lab.tune.folder import MEMORY_SHARE_MAX, Tuning
@@ -25,7 +25,7 @@ def progress(result: dict) -> Chart:
     if not rows:
         return chart
     with style():
-        fig, (left, right) = figure(2, sharey=False)
+        fig, (left, right) = new_figure(2, sharey=False)
         for row in rows:
             value = row.get("capacity_rps")
             colour = "#2e8b57" if row.get("feasible") else ("#c0392b" if value is not None else "#999")
