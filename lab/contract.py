@@ -1,9 +1,9 @@
 """The files a run publishes for scripts, as types: summary.json (one run's, or a repeated run's), run.json,
 ablation.json and tune.json. These TypedDicts are the one description of their shape: docs/schema/*.schema.json
 is generated from them (tools/schema.py), and tests/test_contract.py keeps it current and validates stored and
-end-to-end files against it. run.json's writer returns its type, so mypy checks what it builds; the summaries
-are built up key by key and are held to theirs by those tests (their readers still take plain dicts). A figure
-may be null where it could not be measured; the run says why in `problems`.
+end-to-end files against it. run.json's writer and the verdict return their types, so mypy checks what they
+build; the summaries are built up key by key and are held to theirs by those tests (their readers still take
+plain dicts). A figure may be null where it could not be measured; the run says why in `problems`.
 
 Each file carries a version (`schema`); it goes up when a key a script may read changes meaning or goes
 away, not when one is added. Deeper parts that change often (PCP's and GC's details, the prose's

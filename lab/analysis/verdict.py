@@ -28,6 +28,7 @@ from lab.analysis import loadgen
 from lab.analysis.jmeter import client_errors
 from lab.analysis.prose import NEAR_LIMIT, oom_kills
 from lab.analysis.text import mib
+from lab.contract import MachineVerdict, Verdict
 from lab.names import MACHINES, clock
 from lab.numbers import number
 from lab.placement import LOADGEN, parse_cpulist
@@ -47,12 +48,12 @@ THRESHOLDS = {"host_idle_min_pct": HOST_IDLE_MIN_PCT, "loadgen_busy_max": LOADGE
 ORDER = ("incomplete", "not settled", "host-bound", "load-generator-bound", "backend-bound", "memory-bound")
 
 
-def judge(summary: dict, loadgen_csv: Path) -> dict:
+def judge(summary: dict, loadgen_csv: Path) -> Verdict:
     """{"valid", "verdict", "sentence", "machines": {name: {"findings", "checked"}}, "thresholds"}."""
     run = summary.get("run") or {}
     placement = run["placement"] if isinstance(run.get("placement"), dict) else {}
     rows = loadgen.read(loadgen_csv)
-    machines = {}
+    machines: dict[str, MachineVerdict] = {}
     # the machines the summary has: both, or the one an ablation's configuration loaded
     names = [name for name in MACHINES if name in (summary.get("machines") or {})] or list(MACHINES)
     for name in names:
@@ -97,7 +98,7 @@ def _rank(finding: dict) -> float:
 
 
 def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], schedule: str | None,
-                   limits: dict | None = None, swap_mib: float = 0, alone: bool = False) -> dict:
+                   limits: dict | None = None, swap_mib: float = 0, alone: bool = False) -> MachineVerdict:
     """alone: the run loaded this machine only (an ablation's configuration), so there is no ratio to speak of."""
     findings: list[dict] = []
     checked: list[str] = []
