@@ -114,7 +114,7 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
     assert record["result"]["sentence"] in err and f"Report: {root}/report/index.html" in err
     html = (root / "report" / "index.html").read_text()
     assert html.count('href="../configs/') == 6 and "1 OOM kill" in html
-    assert "Where requests waited at each measured configuration's knee" in html and "(pool " in html
+    assert "What bound each measured configuration at its knee" in html and "(pool " in html
     # this seed's proposals exercise both: a configuration set aside, and one broken when measured
     assert aside and any(r["broken"].get("process_died") for r in measured)
 
