@@ -54,13 +54,13 @@ def _budget(machine: str, knobs: dict | None, run: dict, backend: str | None, en
             "held_source": "PCP: peak of the summed smaps.pss plus memory.vmswap of the machine's processes"}
 
 
-def _host_at(folder: RunFolder, run: dict, t0: float, knee: dict) -> dict | None:
+def _host_at(rows: list[dict], run: dict, t0: float, knee: dict) -> dict | None:
     """The host's CPUs and JMeter's over the knee step (jmeter/loadgen.csv, as the verdict reads them), where the
     machine shared the host with JMeter; None where it had CPUs of its own (its own host's: PCP's, in at_knee)."""
     placement = run["placement"] if isinstance(run.get("placement"), dict) else {}
     if placement.get("dedicated"):
         return None
-    return loadgen.over(loadgen.read(folder.jmeter.loadgen), t0 + knee["from_s"], t0 + knee["to_s"])
+    return loadgen.over(rows, t0 + knee["from_s"], t0 + knee["to_s"])
 
 
 def _machines(run: RunFolder, record: dict, status: dict | None, knobs: dict | None) -> list[str]:
@@ -148,6 +148,8 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     }
     series: dict = {"t0": t0, "machines": {}}
 
+    # jmeter/loadgen.csv, read once for every machine's knee (a capacity run's; the verdict reads it for the load)
+    generator_cpu = loadgen.read(folder.jmeter.loadgen) if _step_load(run) is not None else []
     for machine in machines:
         entry, machine_series = _summarize_machine(folder, machine, samples.get(machine), t0, ramp_s, backend,
                                                    status, run, use_gcviewer)
@@ -157,7 +159,7 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         entry["memory"]["budget"] = _budget(machine, (knobs or {}).get(machine), run, backend, entry)
         knee, machine_knobs = (entry.get("capacity") or {}).get("at_knee"), (knobs or {}).get(machine)
         if knee and isinstance(machine_knobs, dict):
-            knee["host"] = _host_at(folder, run, t0, knee)
+            knee["host"] = _host_at(generator_cpu, run, t0, knee)
             knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")),
                                                  _number((entry.get("resources") or {}).get("ncpu")))
         summary["machines"][machine] = entry
