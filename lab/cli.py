@@ -33,6 +33,7 @@ from lab.names import MACHINES
 from lab.paths import callers
 from lab.report import compare_page
 from lab.tune import command as tune_command
+from lab.tune import options as tune_options
 
 
 def _inventory(text: str) -> Path:
@@ -114,10 +115,10 @@ def _parser() -> argparse.ArgumentParser:
                              "knobs to its own one group at a time (ansible/knob-groups.yml), each configuration "
                              f"measured with --repeat trials (default {options.ABLATION_REPEAT}) against the default "
                              "machine; prints the plan and its duration first")
-    commands.add_parser("tune", parents=[common, options.tune_options(), scripting],
+    commands.add_parser("tune", parents=[common, tune_options.parser(), scripting],
                         help="search the knob space (ansible/knob-space.yml) on the tuned machine for the "
                              "configuration with the highest capacity at the SLO, within memory (Optuna's TPE; "
-                             f"--budget, default {options.TUNE_BUDGET}); prints the plan first, writes best.yml")
+                             f"--budget, default {tune_options.TUNE_BUDGET}); prints the plan first, writes best.yml")
     compare_parser = commands.add_parser("compare", help="two saved runs side by side (a knob before and after): "
                                                          "./start.sh compare RUN_A RUN_B (run ids in runs/, or paths)")
     compare_parser.add_argument("run_a", metavar="RUN_A")

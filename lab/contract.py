@@ -39,6 +39,9 @@ class Profile(TypedDict):
     ramp_s: NotRequired[int]
     duration_s: NotRequired[int]
     think_ms: NotRequired[int]
+    plan: NotRequired[str]                  # a plan of the user's own (run --plan), as given
+    plan_map: NotRequired[dict[str, str]]   # its hosts -> the machines
+    plan_not_analysed: NotRequired[list[str]]   # its samplers that are not HTTP ("name (kind)")
     start_rps: NotRequired[int]
     step_rps: NotRequired[int]
     step_s: NotRequired[int]

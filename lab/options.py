@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from lab import load, scenario
 from lab.analysis import steady
 from lab.errors import StepFailed
+from lab.load import userplan
 from lab.load.abort import LIVE
 
 # Where the load comes from: JMeter on this host, or remote engines it drives (lab/load/engines.py).
@@ -58,6 +59,13 @@ def load_options(defaults: bool) -> argparse.ArgumentParser:
     options.add_argument("--think", type=int, default=unset, metavar="MS", help="think time per request (default 0)")
     options.add_argument("--quick", action="store_true", default=False if defaults else argparse.SUPPRESS,
                          help=f"a smoke run: {load.QUICK.describe()}")
+    options.add_argument("--plan", default=unset, metavar="FILE.jmx",
+                         help="your own JMeter plan instead of the lab's, run unchanged against both machines (a copy "
+                              "in the run folder sends its HTTP samplers to them); its users and ramp-up are the "
+                              "plan's, --duration bounds it (needed when it loops forever)")
+    options.add_argument("--map", default=unset, metavar="HOST=MACHINE,...",
+                         help="which machine each host of --plan's samplers means (default: as the plan's thread "
+                              "group or host names say, when they name default and tuned unambiguously)")
     options.add_argument("--limits", action="store_true", default=False if defaults else argparse.SUPPRESS,
                          help="after both machines' load, the host's limits at the same users: the service without "
                               "HTTPD and the mock alone (at most 2 min each, so the report can say what HTTPD "
@@ -72,12 +80,12 @@ def load_options(defaults: bool) -> argparse.ArgumentParser:
 def capacity_options() -> argparse.ArgumentParser:
     """`capacity`'s options: an open model's steps and the SLO they must meet."""
     options = argparse.ArgumentParser(add_help=False)
-    _step_options(options, load.FULL_STEPS, "a smoke run: " + load.QUICK_STEPS.describe())
+    add_step_options(options, load.FULL_STEPS, "a smoke run: " + load.QUICK_STEPS.describe())
     _shared(options, defaults=False)
     return options
 
 
-def _step_options(options: argparse.ArgumentParser, steps: load.StepLoad, quick: str) -> None:
+def add_step_options(options: argparse.ArgumentParser, steps: load.StepLoad, quick: str) -> None:
     """An open model's steps and the SLO they must meet, with steps' values as the defaults said."""
     slo, unset = steps.slo, argparse.SUPPRESS
     options.add_argument("--start-rate", type=int, default=unset, metavar="RPS",
@@ -104,85 +112,6 @@ def _step_options(options: argparse.ArgumentParser, steps: load.StepLoad, quick:
     options.add_argument("--slo-errors", type=float, default=unset, metavar="PERCENT",
                          help=f"a step's errors at most (default {slo.error_pct:g}%%)")
     options.add_argument("--quick", action="store_true", default=unset, help=quick.replace("%", "%%"))
-
-
-def tune_options() -> argparse.ArgumentParser:
-    """`tune`'s options: what it searches, how long, and each configuration's capacity run."""
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("--groups", default=argparse.SUPPRESS, metavar="NAME,NAME",
-                         help="search only these groups of the knob space (ansible/knob-space.yml; the rest stay as "
-                              "the default machine has them)")
-    options.add_argument("--trials", type=int, default=argparse.SUPPRESS, metavar="N",
-                         help="measure N configurations (one its memory budget sets aside unmeasured does not count)")
-    options.add_argument("--budget", default=argparse.SUPPRESS, metavar="DURATION",
-                         help=f"measure configurations for this long (90m, 2h, 5400s; default {TUNE_BUDGET}): each "
-                              "starts only if one as long as the mean so far still fits")
-    options.add_argument("--seed", type=int, default=argparse.SUPPRESS, metavar="N",
-                         help="the sampler's seed (default 1): the same seed proposes the same first configurations")
-    options.add_argument("--resume", default=argparse.SUPPRESS, metavar="TUNE",
-                         help="continue an interrupted tune (its id in runs/, or its folder) as it was planned: "
-                              "configurations it measured are kept, one cut short is measured again")
-    options.add_argument("--validate", type=int, default=argparse.SUPPRESS, metavar="N",
-                         help=f"then measure the best configuration against the default machine, and the tuned "
-                              f"machine's own knobs against it too, each a capacity run with --repeat N (default "
-                              f"{TUNE_VALIDATE}; --quick: 0; 0: none)")
-    options.add_argument("--schedule", choices=load.SCHEDULES, default=argparse.SUPPRESS,
-                         help="the validation's: load both machines at once, or one after the other (default: at "
-                              "once only when each machine and JMeter have CPUs of their own); the search loads the "
-                              "tuned machine alone")
-    _step_options(options, load.TUNE_STEPS, f"a smoke tune: {TUNE_QUICK_TRIALS} configurations, each measured by "
-                                            + load.QUICK_STEPS.describe())
-    return options
-
-
-TUNE_BUDGET = "2h"
-TUNE_QUICK_TRIALS = 2
-TUNE_SEED = 1
-TUNE_VALIDATE = 3               # trials of each validation run: the fewest that give an interval worth the name
-
-
-@dataclass(frozen=True)
-class Tune:
-    """What `tune` will do, every part checked."""
-    steps: load.StepLoad
-    trials: int | None
-    budget_s: int | None
-    seed: int
-    validate: int = 0               # trials of each validation run (0: none)
-    schedule: str | None = None     # the validation's (None: the placement's)
-
-
-def duration_s(typed: str, option: str) -> int:
-    """90m, 2h, 5400s, or a number of seconds, as seconds; StepFailed naming what was typed."""
-    found = re.fullmatch(r"\s*(\d+)\s*(s|m|min|h)?\s*", typed)
-    if not found or int(found.group(1)) == 0:
-        raise StepFailed(f"{option} {typed}: a duration such as 90m, 2h or 5400s")
-    return int(found.group(1)) * {"s": 1, "m": 60, "min": 60, "h": 3600}[found.group(2) or "s"]
-
-
-def tune(args: argparse.Namespace) -> Tune:
-    """tune's options checked (all but --groups, which the knob space checks)."""
-    trials, budget = _given(args, "--trials"), _given(args, "--budget")
-    if trials is not None and budget is not None:
-        raise StepFailed(f"--trials {trials} and --budget {budget}: one or the other")
-    if trials is not None and int(trials) < 1:
-        raise StepFailed(f"--trials {trials}: must be 1 or more")
-    quick = bool(_given(args, "--quick"))
-    steps = _steps(args, load.QUICK_STEPS if quick else load.TUNE_STEPS)
-    if trials is None and budget is None and quick:
-        trials = TUNE_QUICK_TRIALS
-    seed = _given(args, "--seed")
-    validate = _given(args, "--validate")
-    if validate is not None and int(validate) < 0:
-        raise StepFailed(f"--validate {validate}: must be 0 (none) or more")
-    validated = int(validate) if validate is not None else 0 if quick else TUNE_VALIDATE
-    schedule = _given(args, "--schedule")
-    if schedule is not None and not validated:
-        raise StepFailed(f"--schedule {schedule} is the validation's, and this tune validates nothing "
-                         f"({'--validate 0' if validate is not None else '--quick'}): give --validate N too")
-    return Tune(steps, int(trials) if trials is not None else None,
-                None if trials is not None else duration_s(str(budget or TUNE_BUDGET), "--budget"),
-                int(seed) if seed is not None else TUNE_SEED, validated, schedule)
 
 
 def named_groups(typed: str | None, known: list[str], source: str) -> tuple[str, ...]:
@@ -216,19 +145,19 @@ ABLATION_REPEAT = 3
 
 def ablation(args: argparse.Namespace) -> Experiment:
     """The load each configuration of an ablation gets: run's options, without what makes no sense there."""
-    for option in ("--aa", "--threshold", "--stop-on-fail", "--load-from", "--limits"):
-        if _given(args, option):
+    for option in ("--aa", "--threshold", "--stop-on-fail", "--load-from", "--limits", "--plan", "--map"):
+        if given(args, option):
             raise StepFailed(f"{option} does not apply to ./start.sh ablate")
-    if _given(args, "--resume") is not None:
-        given = [option for option in ("--users", "--ramp", "--duration", "--think", "--quick", "--scenario",
-                                       "--schedule", "--repeat", "--groups") if _given(args, option)]
-        if given:
-            raise StepFailed(f"--resume continues an ablation as it was planned: {', '.join(given)} cannot change it")
+    if given(args, "--resume") is not None:
+        typed = [option for option in ("--users", "--ramp", "--duration", "--think", "--quick", "--scenario",
+                                       "--schedule", "--repeat", "--groups") if given(args, option)]
+        if typed:
+            raise StepFailed(f"--resume continues an ablation as it was planned: {', '.join(typed)} cannot change it")
     chosen = experiment(args)
     source = f"--scenario {chosen.scenario}" if chosen.scenario else "its options"
     if chosen.limits:
         raise StepFailed(f"{source}: thresholds do not apply to ./start.sh ablate")
-    if _given(args, "--repeat") is None and chosen.repeat == 1:
+    if given(args, "--repeat") is None and chosen.repeat == 1:
         chosen = replace(chosen, repeat=ABLATION_REPEAT)
     if chosen.repeat < 2:
         raise StepFailed(f"--repeat {chosen.repeat}: an ablation needs 2 trials or more per configuration, for the "
@@ -266,33 +195,37 @@ _STEP_OPTIONS = (("--start-rate", "start_rps", 1), ("--step-rate", "step_rps", 1
                  ("--warmup", "warmup_s", 0), ("--resolution", "resolution_rps", 1))
 
 
-def _given(args: argparse.Namespace, option: str) -> Any:
+def given(args: argparse.Namespace, option: str) -> Any:
     """The option's value, of the type its parser gives it (type=, action=), or None when not given."""
     return getattr(args, option[2:].replace("-", "_"), None)
 
 
 def experiment(args: argparse.Namespace) -> Experiment:
     """The experiment the options (and the scenario file they name) ask for."""
+    if given(args, "--plan") is not None:
+        return _own_plan(args)
+    if given(args, "--map") is not None:
+        raise StepFailed(f"--map {args.map}: maps the hosts of a plan of yours: give --plan FILE.jmx too")
     chosen = _scenario(args)
-    if chosen and _given(args, "--quick"):
+    if chosen and given(args, "--quick"):
         raise StepFailed(f"--quick and --scenario {args.scenario}: choose one")
     model = chosen.profile.model if chosen else ("open" if args.command == "capacity" else "closed")
     if args.command == "capacity" and model != "open":
         raise StepFailed(f"{chosen.source if chosen else '?'}: model closed: ./start.sh capacity runs an open model "
                          "(model: open); ./start.sh run runs this one")
-    repeat = _given(args, "--repeat")
+    repeat = given(args, "--repeat")
     if repeat is not None and repeat < 1:
         raise StepFailed(f"--repeat {repeat}: must be 1 or more")
     base = chosen.profile if chosen else None
     if model == "open":
-        wrong = next((option for option, _, _ in _USER_OPTIONS if _given(args, option) is not None), None)
+        wrong = next((option for option, _, _ in _USER_OPTIONS if given(args, option) is not None), None)
         if wrong:
             raise StepFailed(f"{wrong} does not apply to an open model: its load is arrival rates (--start-rate, "
                              "--step-rate, --step-length, --max-rate)")
-        profile: load.Profile = _steps(args, base if isinstance(base, load.StepLoad) else None)
+        profile: load.Profile = step_load(args, base if isinstance(base, load.StepLoad) else None)
     else:
         profile = _profile(args, base if isinstance(base, load.LoadProfile) else None)
-    if model == "open" and _given(args, "--limits"):
+    if model == "open" and given(args, "--limits"):
         raise StepFailed("--limits: an open model has no fixed number of users to measure the host's limits at")
     typed = _thresholds(args)
     limits = {**(chosen.thresholds if chosen else {}), **typed}
@@ -311,13 +244,46 @@ def experiment(args: argparse.Namespace) -> Experiment:
     if not repeat and chosen and chosen.repeat:
         repeat_source = f"repeat: {chosen.repeat} (in {chosen.source})"
     repeat = repeat or (chosen.repeat if chosen else None) or 1
-    if _given(args, "--stop-on-fail"):
+    if given(args, "--stop-on-fail"):
         _check_stop_on_fail(limits, repeat, repeat_source)
-    return Experiment(profile=profile, schedule=_given(args, "--schedule") or (chosen.schedule if chosen else None),
-                      repeat=repeat, limits=limits, stop_on_fail=bool(_given(args, "--stop-on-fail")),
-                      a_a=bool(_given(args, "--aa")), scenario=chosen.source if chosen else None,
-                      load_from=_given(args, "--load-from") or "here", host_limits=bool(_given(args, "--limits")),
+    return Experiment(profile=profile, schedule=given(args, "--schedule") or (chosen.schedule if chosen else None),
+                      repeat=repeat, limits=limits, stop_on_fail=bool(given(args, "--stop-on-fail")),
+                      a_a=bool(given(args, "--aa")), scenario=chosen.source if chosen else None,
+                      load_from=given(args, "--load-from") or "here", host_limits=bool(given(args, "--limits")),
                       machines=dict(chosen.machines) if chosen else {})
+
+
+# What a plan of the user's own decides itself, or the lab cannot yet do with one.
+_NOT_WITH_PLAN = ("--users", "--ramp", "--think", "--quick", "--scenario", "--limits", "--aa")
+
+
+def _own_plan(args: argparse.Namespace) -> Experiment:
+    """run --plan: the user's plan read, its hosts mapped to the machines, its load bounded."""
+    wrong = next((option for option in _NOT_WITH_PLAN if given(args, option)), None)
+    if wrong:
+        raise StepFailed(f"{wrong} with --plan {args.plan}: the plan sets its own users, ramp-up and think time"
+                         if wrong in ("--users", "--ramp", "--think", "--quick", "--scenario") else
+                         f"{wrong} with --plan {args.plan}: not with a plan of yours yet (run it without)")
+    if (given(args, "--load-from") or "here") != "here":
+        raise StepFailed(f"--load-from {args.load_from} with --plan {args.plan}: a plan of yours runs in JMeter on "
+                         "this host")
+    reading = userplan.read(Path(args.plan))
+    chosen = userplan.mapping(reading, given(args, "--map"))
+    duration = given(args, "--duration")
+    if duration is not None and duration < 1:
+        raise StepFailed(f"--duration {duration}: must be 1 or more")
+    profile = userplan.profile(reading, chosen, duration)
+    limits = _thresholds(args)
+    closed_only = [name for name in limits if name.rpartition(".")[2] == "capacity_rps_min"]
+    if closed_only:
+        raise StepFailed(f"threshold {closed_only[0]}: a capacity is measured by ./start.sh capacity")
+    repeat = given(args, "--repeat") or 1
+    if repeat < 1:
+        raise StepFailed(f"--repeat {repeat}: must be 1 or more")
+    if given(args, "--stop-on-fail"):
+        _check_stop_on_fail(limits, repeat, f"--repeat {repeat}")
+    return Experiment(profile=profile, schedule=given(args, "--schedule"), repeat=repeat, limits=limits,
+                      a_a=False, stop_on_fail=bool(given(args, "--stop-on-fail")))
 
 
 def _check_stop_on_fail(limits: dict[str, float], repeat: int, repeat_source: str) -> None:
@@ -335,7 +301,7 @@ def _from(chosen: scenario.Scenario | None, name: str, typed: dict[str, float]) 
 
 
 def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:
-    typed = _given(args, "--scenario")
+    typed = given(args, "--scenario")
     if typed is None:
         return None
     return scenario.load(scenario.find(str(typed)), str(typed))
@@ -343,7 +309,7 @@ def _scenario(args: argparse.Namespace) -> scenario.Scenario | None:
 
 def _thresholds(args: argparse.Namespace) -> dict[str, float]:
     limits = {}
-    for text in _given(args, "--threshold") or []:
+    for text in given(args, "--threshold") or []:
         name, equals, value = str(text).partition("=")
         if not equals:
             raise StepFailed(f"--threshold {text}: use NAME=VALUE, for example tuned.p95_ms_max=500")
@@ -357,10 +323,10 @@ def _thresholds(args: argparse.Namespace) -> dict[str, float]:
 
 def _profile(args: argparse.Namespace, base: load.LoadProfile | None) -> load.LoadProfile:
     """The closed model's profile; a bad value is named as the user typed it."""
-    profile = base or (load.QUICK if _given(args, "--quick") else load.FULL)
+    profile = base or (load.QUICK if given(args, "--quick") else load.FULL)
     overrides = {}
     for option, field, smallest in _USER_OPTIONS:
-        value = _given(args, option)
+        value = given(args, option)
         if value is None:
             continue
         if value < smallest:
@@ -373,17 +339,17 @@ def _profile(args: argparse.Namespace, base: load.LoadProfile | None) -> load.Lo
     return chosen
 
 
-def _steps(args: argparse.Namespace, base: load.StepLoad | None) -> load.StepLoad:
+def step_load(args: argparse.Namespace, base: load.StepLoad | None) -> load.StepLoad:
     """The open model's steps and SLO; a bad value is named as the user typed it."""
-    steps = base or (load.QUICK_STEPS if _given(args, "--quick") else load.FULL_STEPS)
+    steps = base or (load.QUICK_STEPS if given(args, "--quick") else load.FULL_STEPS)
     overrides: dict = {}
     for option, field, smallest in _STEP_OPTIONS:
-        value = _given(args, option)
+        value = given(args, option)
         if value is not None and value < smallest:
             raise StepFailed(f"{option} {value}: must be {smallest} or more")
         if value is not None:
             overrides[field] = value
-    p99, errors = _given(args, "--slo-p99"), _given(args, "--slo-errors")
+    p99, errors = given(args, "--slo-p99"), given(args, "--slo-errors")
     if p99 is not None and p99 < 1:
         raise StepFailed(f"--slo-p99 {p99}: must be 1 ms or more")
     if errors is not None and not 0 <= errors <= 100:

@@ -42,7 +42,8 @@ class JMeterFolder:
     LIMITS: ClassVar[str] = "limits"        # the host's limits, laid out as this folder is
     GENERATOR: ClassVar[str] = "generator"  # the load generator's ceiling (lab/load/ceiling.py), idem
     REFINE: ClassVar[str] = "refine"        # each machine's finer steps near its knee (lab/knee.py), idem
-    NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS, GENERATOR, REFINE)
+    PLAN_FILES: ClassVar[str] = "plan-files"    # what a user's own plan's listeners wrote (lab/load/userplan.py)
+    NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS, GENERATOR, REFINE, PLAN_FILES)
 
     @property
     def log(self) -> Path:
@@ -62,6 +63,19 @@ class JMeterFolder:
     def open_plan(self) -> Path:
         """A capacity run's plan: the lab's plan with open-model thread groups (lab/load/openmodel.py)."""
         return self.root / "open-model.jmx"
+
+    @property
+    def own_plan(self) -> Path:
+        """A user's own plan (./start.sh run --plan), copied as given."""
+        return self.root / "own-plan.jmx"
+
+    def own_plan_run(self, machines: list[str]) -> Path:
+        """The copy of that plan JMeter ran for these machines (lab/load/userplan.py: write_copy)."""
+        return self.root / f"own-plan-{'-'.join(machines)}.jmx"
+
+    @property
+    def plan_files(self) -> Path:
+        return self.root / self.PLAN_FILES
 
     @property
     def engine_log(self) -> Path:

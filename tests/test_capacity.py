@@ -22,6 +22,7 @@ from lab.load.openplan import open_plan
 from lab.load.run import CSV_COLUMNS
 from lab.report import render
 from lab.runfolder import JMeterFolder
+from lab.tune import options as tune_options
 
 pytestmark = pytest.mark.fast
 
@@ -89,9 +90,9 @@ def test_a_capacity_run_keeps_the_plan_it_ran_in_its_folder(tmp_path):
     from lab.runfolder import JMeterFolder
     load_run = importlib.import_module("lab.load.run")          # the module, not lab.load's run()
     folder = JMeterFolder(tmp_path / "jmeter")
-    assert load_run._plan(STEPS, folder) == folder.open_plan and folder.open_plan.is_file()
+    assert load_run._plan(STEPS, folder, []) == folder.open_plan and folder.open_plan.is_file()
     assert ET.parse(folder.open_plan).getroot().find(".//OpenModelThreadGroup") is not None
-    assert load_run._plan(cli.load.QUICK, folder) == PLAN                 # a closed model runs the lab's own
+    assert load_run._plan(cli.load.QUICK, folder, []) == PLAN                 # a closed model runs the lab's own
 
 
 def _write_results(path: Path, steps: list[tuple[int, int, float, int]]) -> None:
@@ -437,7 +438,7 @@ def test_capacity_options_reach_the_steps():
 
 def test_a_tunes_steps_warm_a_restarted_jvm_up_climbing_whatever_warm_up_is_asked():
     def steps(*argv: str):
-        return options.tune(cli._parser().parse_args(["tune", *argv])).steps
+        return tune_options.checked(cli._parser().parse_args(["tune", *argv])).steps
     assert steps().segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 10, False)]
     assert steps("--quick").segments()[:3] == [(25, 10, True), (50, 10, True), (75, 10, True)]
     assert steps("--quick").max_rps == cli.load.QUICK_STEPS.max_rps

@@ -580,6 +580,50 @@ def test_repeated_trials_each_keep_their_evidence_and_the_run_compares_them(quic
     assert html.count('href="../trials/') == 2 and '<div id="verdict"' in html
 
 
+def test_a_plan_written_for_other_machines_runs_unchanged_against_both_and_gets_the_labs_report(status, tmp_path):
+    # The tests' own plan from elsewhere (two groups on two host names, one through a variable, looping forever,
+    # keep-alive off, a listener writing to its author's absolute path), aimed at the service's path.
+    plan = tmp_path / "shop.jmx"
+    plan.write_text((REPO / "tests" / "fixtures" / "plans" / "from-elsewhere.jmx").read_text()
+                    .replace("<stringProp name=\"HTTPSampler.path\">/data<", "<stringProp name=\"HTTPSampler.path\">"
+                             "/svc/camel/mock<"))
+    written = plan.read_bytes()
+    before = sorted((REPO / "runs").iterdir())
+    # refused before anything starts, naming what was typed: a file that is no plan, a host no machine is
+    (tmp_path / "notes.jmx").write_text("users: 150\n")
+    refused = start("run", "--plan", str(tmp_path / "notes.jmx"), "--duration", "40", timeout=120)
+    assert refused.returncode == 1 and f"--plan {tmp_path / 'notes.jmx'}: not a JMeter plan" in refused.stderr
+    refused = start("run", "--plan", str(plan), "--duration", "40", timeout=120)
+    assert refused.returncode == 1 and "GET checkout would hit checkout.shop.example.com" in refused.stderr
+    assert sorted((REPO / "runs").iterdir()) == before, "nothing may start before its options are checked"
+
+    hosts = "checkout.shop.example.com=default,search.shop.example.com=tuned"
+    result = start("run", "--plan", str(plan), "--map", hosts, "--duration", "40", "--schedule", "parallel",
+                   timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert plan.read_bytes() == written
+    run_dir = (REPO / "runs" / "latest").resolve()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["profile"]["plan"] == str(plan) and run["profile"]["plan_map"] == {
+        "checkout.shop.example.com": "default", "search.shop.example.com": "tuned"}
+    assert (run["profile"]["users"], run["profile"]["ramp_s"], run["profile"]["duration_s"]) == (3, 2, 40)
+    assert (run_dir / "jmeter" / "own-plan.jmx").read_bytes() == written
+    assert (run_dir / "jmeter" / "plan-files" / "1-all.jtl").stat().st_size > 1000
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for machine, label in (("default", "GET checkout"), ("tuned", "GET search")):
+        with (run_dir / "jmeter" / machine / "results.csv").open(newline="") as stream:
+            rows = list(csv.DictReader(stream))
+        assert rows and {row["label"] for row in rows} == {label}
+        assert {urllib.parse.urlsplit(row["URL"]).path for row in rows} == {"/svc/camel/mock"}
+        assert summary["machines"][machine]["load"]["samples"] > 0
+        assert summary["machines"][machine]["gc"]["pause_count"] >= 0
+    assert summary["verdict"]["verdict"] and summary["verdict"]["sentence"]
+    html = (run_dir / "report" / "index.html").read_text()
+    assert "checkout.shop.example.com → default" in html and "Debug Sampler (DebugSampler)" in html
+    assert '<div id="verdict"' in html
+    assert not Path("/home/shop-author").exists()
+
+
 def forwarding(veth: str) -> str:
     return Path(f"/proc/sys/net/ipv4/conf/{veth}/forwarding").read_text().strip()
 

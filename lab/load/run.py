@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.interrupts import sigterm_as_interrupt
+from lab.load import plancopy, userplan
 from lab.load.cpu import CpuSampler
 from lab.load.dashboards import generate as generate_dashboards
 from lab.load.engines import Engines, client_arguments, split_users
@@ -89,16 +90,27 @@ def _stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str], pr
     kill(popen)
 
 
-def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder) -> Path:
-    """The plan this profile runs: the lab's, or for an open model the lab's made open, kept in the run."""
-    return open_plan(PLAN, folder.open_plan) if isinstance(profile, StepLoad) else PLAN
+def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Target]) -> Path:
+    """The plan this profile runs: the lab's, or for an open model the lab's made open, or the user's own sent
+    to this phase's machines, kept in the run."""
+    if isinstance(profile, StepLoad):
+        return open_plan(PLAN, folder.open_plan)
+    if isinstance(profile, userplan.OwnPlan):
+        reading = userplan.read(Path(profile.plan))
+        if not folder.own_plan.is_file():
+            shutil.copyfile(reading.path, folder.own_plan)
+        targets = {t.machine: plancopy.Target(t.protocol, t.host, t.port) for t in phase}
+        return plancopy.write_copy(reading, profile.plan_map, targets, profile.duration_s,
+                                   folder.own_plan_run([t.machine for t in phase]), folder.plan_files)
+    return PLAN
 
 
 def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: LoadProfile | StepLoad,
                     phase: list[_Target], path: str, folder: JMeterFolder, engines: Engines | None = None) -> list[str]:
     """JMeter for one phase: the plan's properties (-J here, or -G, sent to the remote engines that run it)
     and the client's own (its shutdown port, where each machine's results go)."""
-    plan = {**SAMPLER_PROPERTIES, **profile.properties(), "path": path}
+    own = isinstance(profile, userplan.OwnPlan)         # the user's plan runs as written: none of the lab's
+    plan = {} if own else {**SAMPLER_PROPERTIES, **profile.properties(), "path": path}
     client = {**ENGINE_PROPERTIES, "jmeterengine.nongui.port": str(udp_port),
               "jmeterengine.nongui.maxport": str(udp_port)}
     active = {t.machine: t for t in phase}
@@ -108,12 +120,13 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
         if target is None:                      # this group idles, its results nowhere
             client[f"{machine}.results"] = os.devnull
             continue
-        plan.update({f"{machine}.protocol": target.protocol, f"{machine}.host": target.host,
-                     f"{machine}.port": str(target.port), f"{machine}.path": target.path})
+        if not own:
+            plan.update({f"{machine}.protocol": target.protocol, f"{machine}.host": target.host,
+                         f"{machine}.port": str(target.port), f"{machine}.path": target.path})
         if isinstance(profile, StepLoad):
             plan[f"{machine}.load_ended"] = str(folder.load_ended(machine))
         client[f"{machine}.results"] = str(folder.results(machine))
-    head = ["-n", "-t", str(_plan(profile, folder)), "-j", str(log), *log_levels()]
+    head = ["-n", "-t", str(_plan(profile, folder, phase)), "-j", str(log), *log_levels()]
     if engines is None:
         return launch(java, jar, *head, *as_properties({**plan, **client}))
     if isinstance(profile, LoadProfile):        # each engine runs the whole plan: a share of the users each

@@ -15,6 +15,7 @@ from lab.hostlab import HostLab
 from lab.machines.protocol import Backend
 from lab.paths import shown
 from lab.progress import info
+from lab.tune import options as tune_options
 from lab.tune import space as knob_space
 from lab.tune import validate
 from lab.tune.folder import Plan, Tuning
@@ -66,7 +67,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
                              "tune started; its configurations would mix two spaces (start a new tune)")
         tuning.check_backend(typed, getattr(args, "backend", None))
         return Prepared(plan, space, tuning)
-    chosen = options.tune(args)
+    chosen = tune_options.checked(args)
     plan = Plan(chosen_groups(space, getattr(args, "groups", None)), chosen.steps, chosen.trials, chosen.budget_s,
                 chosen.seed, chosen.validate, chosen.schedule)
     runfolder.check_free_space(load.run_folder_bytes(plan.steps))

@@ -1,0 +1,191 @@
+"""A plan of the user's own (lab/load/userplan.py): read, mapped to the machines, refused with its fault
+named, and its run copy; then the copy run by the real JMeter against two loopback mocks."""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+from lab import load, options  # noqa: E402
+from lab.errors import LabError  # noqa: E402
+from lab.load import plancopy, userplan  # noqa: E402
+from lab.load.plancopy import Target  # noqa: E402
+from lab.load.userplan import PlanError  # noqa: E402
+
+ELSEWHERE = REPO / "tests" / "fixtures" / "plans" / "from-elsewhere.jmx"
+HOSTS = ("checkout.shop.example.com", "search.shop.example.com")
+MAP = f"{HOSTS[0]}=default,{HOSTS[1]}=tuned"
+
+
+def variant(tmp_path: Path, name: str, *replacements: tuple[str, str]) -> Path:
+    """The fixture plan with some of its text replaced, as another author might have written it."""
+    text = ELSEWHERE.read_text()
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.fast
+def test_a_plan_is_read_as_jmeter_would_resolve_it_without_running_it() -> None:
+    reading = userplan.read(ELSEWHERE)
+    assert [(g.name, g.users, g.ramp_s, g.duration_s, g.forever) for g in reading.groups] == [
+        ("Checkout", 3, 2, None, True), ("Search", 3, 2, None, True)]
+    # the second host through a variable whose value is a property's default; the port from HTTP Request Defaults
+    assert [(s.name, s.group, s.host, s.port, s.path, s.keep_alive, s.response_timeout_ms)
+            for s in reading.samplers] == [("GET checkout", "Checkout", HOSTS[0], 8080, "/data", False, 10000),
+                                           ("GET search", "Search", HOSTS[1], 8080, "/data", False, 10000)]
+    assert reading.hosts == HOSTS
+    assert reading.not_analysed == ("Debug Sampler (DebugSampler)",)
+    assert reading.writes == ("/home/shop-author/jmeter/results/all.jtl",)
+
+
+@pytest.mark.fast
+def test_resolution_follows_variables_and_property_defaults_and_leaves_the_unknown() -> None:
+    variables = {"a": "${b}", "b": "x.example"}
+    assert userplan.resolve("${a}", variables) == "x.example"
+    assert userplan.resolve("${__P(host,${b})}", variables) == "x.example"
+    assert userplan.resolve("${__property(host,,y.example)}", {}) == "y.example"
+    assert userplan.resolve("${__P(host)}", {}) == "${__P(host)}"
+    assert userplan.resolve("${nobody}:${b}", variables) == "${nobody}:x.example"
+
+
+@pytest.mark.fast
+def test_hosts_map_as_typed_or_as_the_plans_names_say(tmp_path: Path) -> None:
+    reading = userplan.read(ELSEWHERE)
+    assert userplan.mapping(reading, MAP) == {HOSTS[0]: "default", HOSTS[1]: "tuned"}
+    # thread groups named after the machines map their hosts themselves
+    named = userplan.read(variant(tmp_path, "named.jmx", ('testname="Checkout"', 'testname="default users"'),
+                                  ('testname="Search"', 'testname="Tuned"')))
+    assert userplan.mapping(named, None) == {HOSTS[0]: "default", HOSTS[1]: "tuned"}
+    # names that do not decide: the user is told what to type
+    with pytest.raises(PlanError, match=re.escape(f"GET checkout would hit {HOSTS[0]}") + ".*" + re.escape(
+            f"--map {MAP}")):
+        userplan.mapping(reading, None)
+    both = userplan.read(variant(tmp_path, "both.jmx", ('testname="Checkout"', 'testname="default"'),
+                                 ('testname="Search"', 'testname="default 2"')))
+    with pytest.raises(PlanError, match="would hit"):
+        userplan.mapping(both, None)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(("typed", "fault"), [
+    (f"{HOSTS[0]}=default", f"GET search would hit {HOSTS[1]}, which --map {HOSTS[0]}=default does not map"),
+    (f"{HOSTS[0]}=default,{HOSTS[1]}=fast", "'fast' is not a machine: the machines are default, tuned"),
+    (f"{HOSTS[0]}=default,{HOSTS[1]}=tuned,api.example.com=tuned", "no HTTP sampler of .* goes to 'api.example.com'"),
+    (f"{HOSTS[0]}=default,{HOSTS[1]}", f"'{HOSTS[1]}' is not HOST=MACHINE"),
+    (f"{HOSTS[0]}=tuned,{HOSTS[1]}=tuned", "no host of the plan goes to the default machine"),
+])
+def test_a_map_that_cannot_be_is_refused_naming_what_was_typed(typed: str, fault: str) -> None:
+    with pytest.raises(PlanError, match=fault):
+        userplan.mapping(userplan.read(ELSEWHERE), typed)
+
+
+@pytest.mark.fast
+def test_a_file_that_is_no_plan_or_has_no_http_sampler_is_refused(tmp_path: Path) -> None:
+    for name, text in (("notes.jmx", "users: 150\n"), ("other.jmx", "<?xml version='1.0'?><testsuite/>")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(PlanError, match=f"--plan {tmp_path / name}: not a JMeter plan"):
+            userplan.read(tmp_path / name)
+    with pytest.raises(PlanError, match="no such file"):
+        userplan.read(tmp_path / "missing.jmx")
+    debug_only = variant(tmp_path, "debug.jmx", ("<HTTPSamplerProxy ", "<HTTPSamplerProxy enabled=\"false\" "))
+    with pytest.raises(PlanError, match=r"no HTTP sampler .*Debug Sampler \(DebugSampler\)"):
+        userplan.read(debug_only)
+    unnamed = variant(tmp_path, "unnamed.jmx", ("${__P(search.host,search.shop.example.com)}", "${__P(search.host)}"))
+    with pytest.raises(PlanError, match="'GET search' in thread group 'Search' goes to '\\${__P\\(search.host\\)}'"):
+        userplan.read(unnamed)
+
+
+@pytest.mark.fast
+def test_a_plan_that_never_ends_needs_a_duration_and_its_load_is_read_from_it() -> None:
+    reading = userplan.read(ELSEWHERE)
+    chosen = userplan.mapping(reading, MAP)
+    with pytest.raises(PlanError, match="'Checkout' has no scheduler duration .* give --duration"):
+        userplan.profile(reading, chosen, None)
+    with pytest.raises(PlanError, match="ramp-up ends at 2 s, and the run lasts 2 s"):
+        userplan.profile(reading, chosen, 2)
+    profile = userplan.profile(reading, chosen, 30)
+    assert (profile.users, profile.ramp_s, profile.duration_s, profile.keep_alive, profile.response_timeout_ms) == (
+        3, 2, 30, False, 10000)
+    assert profile.properties() == {} and profile.plan_map == chosen
+
+
+def _args(*typed: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(parents=[options.load_options(defaults=False)])
+    args = parser.parse_args(list(typed))
+    args.command = "run"
+    return args
+
+
+@pytest.mark.fast
+def test_run_plan_options_are_checked_before_anything_starts() -> None:
+    chosen = options.experiment(_args("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "40", "--repeat", "2"))
+    assert isinstance(chosen.profile, userplan.OwnPlan) and chosen.profile.duration_s == 40 and chosen.repeat == 2
+    for typed, fault in ((("--plan", str(ELSEWHERE), "--map", MAP, "--users", "5"), "--users with --plan"),
+                         (("--plan", str(ELSEWHERE), "--map", MAP, "--quick"), "--quick with --plan"),
+                         (("--plan", str(ELSEWHERE), "--map", MAP, "--load-from", "loadgen"), "--load-from loadgen"),
+                         (("--map", MAP), f"--map {MAP}: maps the hosts of a plan of yours"),
+                         (("--plan", str(ELSEWHERE), "--map", MAP), "give --duration")):
+        with pytest.raises(LabError, match=re.escape(fault)):
+            options.experiment(_args(*typed))
+
+
+@pytest.mark.fast
+def test_the_run_copy_sends_each_sampler_to_its_machine_and_keeps_every_file_in_the_run(tmp_path: Path) -> None:
+    reading = userplan.read(ELSEWHERE)
+    original = ELSEWHERE.read_bytes()
+    chosen = userplan.mapping(reading, MAP)
+    targets = {"default": Target("http", "10.213.1.2", 80), "tuned": Target("https", "10.213.2.2", 8443)}
+    copy = plancopy.write_copy(reading, chosen, targets, 40, tmp_path / "both.jmx", tmp_path / "files")
+    assert ELSEWHERE.read_bytes() == original
+    sent = userplan.read(copy)
+    assert [(s.name, s.protocol, s.host, s.port, s.path, s.keep_alive) for s in sent.samplers] == [
+        ("GET checkout", "http", "10.213.1.2", 80, "/data", False), ("GET search", "https", "10.213.2.2", 8443,
+                                                                     "/data", False)]
+    # bounded: every group by the run's duration; the author's listener writes in the run folder, and each
+    # sampler's samples go to its machine's results
+    assert [(g.duration_s, g.forever) for g in sent.groups] == [(40, False), (40, False)]
+    assert sent.writes == ("${__P(default.results)}", "${__P(tuned.results)}", str(tmp_path / "files" / "1-all.jtl"))
+    # one machine at a time (the sequential schedule): the other's sampler and group disabled
+    alone = userplan.read(plancopy.write_copy(reading, chosen, {"tuned": targets["tuned"]}, 40,
+                                              tmp_path / "tuned.jmx", tmp_path / "files"))
+    assert [g.name for g in alone.groups] == ["Search"] and [s.host for s in alone.samplers] == ["10.213.2.2"]
+    assert alone.writes == ("${__P(tuned.results)}", str(tmp_path / "files" / "1-all.jtl"))
+
+
+def test_jmeter_runs_the_copy_and_each_machines_samples_are_its_own(processes, tmp_path: Path) -> None:
+    from test_load import read_results, start_mock  # the same loopback mocks as the lab's own plan's tests
+    load.prepare()
+    ports = {"default": start_mock(processes, tmp_path / "mock-default"),
+             "tuned": start_mock(processes, tmp_path / "mock-tuned")}
+    reading = userplan.read(ELSEWHERE)
+    profile = userplan.profile(reading, userplan.mapping(reading, MAP), 12)
+    out = tmp_path / "run"
+    for schedule in ("parallel", "sequential"):
+        result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()}, profile, out / schedule,
+                          schedule=schedule, path="/svc/camel/mock")
+        assert not result.interrupted and result.problems == [], result.problems
+        for machine, port in ports.items():
+            header, rows = read_results(result.results[machine])
+            assert tuple(header) == load.CSV_COLUMNS and len(rows) > 20
+            label = "GET checkout" if machine == "default" else "GET search"
+            assert {(row["label"], row["URL"], row["success"]) for row in rows} == {
+                (label, f"http://127.0.0.1:{port}/data", "true")}
+            assert max(int(row["grpThreads"]) for row in rows) == 3
+            stamps = [int(row["timeStamp"]) for row in rows]
+            assert (max(stamps) - min(stamps)) / 1000 <= 13
+            assert result.dashboards[machine].is_file()
+        # the author's listener wrote in the run folder, both machines' samples and the debug sampler's
+        written = (out / schedule / "plan-files" / "1-all.jtl").read_text()
+        assert "GET checkout" in written and "GET search" in written and "Debug Sampler" in written
+        assert (out / schedule / "own-plan.jmx").read_bytes() == ELSEWHERE.read_bytes()
+    assert not Path("/home/shop-author").exists()
