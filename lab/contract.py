@@ -42,6 +42,7 @@ class Profile(TypedDict):
     plan: NotRequired[str]                  # a plan of the user's own (run --plan), as given
     plan_map: NotRequired[dict[str, str]]   # its hosts -> the machines
     plan_not_analysed: NotRequired[list[str]]   # its samplers that are not HTTP ("name (kind)")
+    plan_properties: NotRequired[dict[str, str]]    # JMeter properties given to it (--property)
     start_rps: NotRequired[int]
     step_rps: NotRequired[int]
     step_s: NotRequired[int]

@@ -63,6 +63,9 @@ def load_options(defaults: bool) -> argparse.ArgumentParser:
                          help="your own JMeter plan instead of the lab's, run unchanged against both machines (a copy "
                               "in the run folder sends its HTTP samplers to them); its users and ramp-up are the "
                               "plan's, --duration bounds it (needed when it loops forever)")
+    options.add_argument("--property", action="append", default=unset, metavar="NAME=VALUE",
+                         help="a JMeter property for --plan, as JMeter's -JNAME=VALUE gives it (its users, a host "
+                              "name it reads with ${__P(NAME)}). Repeatable")
     options.add_argument("--map", default=unset, metavar="HOST=MACHINE,...",
                          help="which machine each host of --plan's samplers means (default: as the plan's thread "
                               "group or host names say, when they name default and tuned unambiguously)")
@@ -204,8 +207,10 @@ def experiment(args: argparse.Namespace) -> Experiment:
     """The experiment the options (and the scenario file they name) ask for."""
     if given(args, "--plan") is not None:
         return _own_plan(args)
-    if given(args, "--map") is not None:
-        raise StepFailed(f"--map {args.map}: maps the hosts of a plan of yours: give --plan FILE.jmx too")
+    for option in ("--map", "--property"):
+        if given(args, option) is not None:
+            typed = args.map if option == "--map" else " --property ".join(args.property)
+            raise StepFailed(f"{option} {typed}: is for a plan of yours: give --plan FILE.jmx too")
     chosen = _scenario(args)
     if chosen and given(args, "--quick"):
         raise StepFailed(f"--quick and --scenario {args.scenario}: choose one")
@@ -267,12 +272,13 @@ def _own_plan(args: argparse.Namespace) -> Experiment:
     if (given(args, "--load-from") or "here") != "here":
         raise StepFailed(f"--load-from {args.load_from} with --plan {args.plan}: a plan of yours runs in JMeter on "
                          "this host")
-    reading = userplan.read(Path(args.plan))
+    properties = _plan_properties(given(args, "--property") or [])
+    reading = userplan.read(Path(args.plan), properties)
     chosen = userplan.mapping(reading, given(args, "--map"))
     duration = given(args, "--duration")
     if duration is not None and duration < 1:
         raise StepFailed(f"--duration {duration}: must be 1 or more")
-    profile = userplan.profile(reading, chosen, duration)
+    profile = userplan.profile(reading, chosen, duration, properties)
     limits = _thresholds(args)
     closed_only = [name for name in limits if name.rpartition(".")[2] == "capacity_rps_min"]
     if closed_only:
@@ -284,6 +290,16 @@ def _own_plan(args: argparse.Namespace) -> Experiment:
         _check_stop_on_fail(limits, repeat, f"--repeat {repeat}")
     return Experiment(profile=profile, schedule=given(args, "--schedule"), repeat=repeat, limits=limits,
                       a_a=False, stop_on_fail=bool(given(args, "--stop-on-fail")))
+
+
+def _plan_properties(typed: list[str]) -> dict[str, str]:
+    properties = {}
+    for text in typed:
+        name, equals, value = text.partition("=")
+        if not equals or not name.strip():
+            raise StepFailed(f"--property {text}: use NAME=VALUE, for example --property users=150")
+        properties[name.strip()] = value
+    return properties
 
 
 def _check_stop_on_fail(limits: dict[str, float], repeat: int, repeat_source: str) -> None:

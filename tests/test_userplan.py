@@ -59,6 +59,21 @@ def test_resolution_follows_variables_and_property_defaults_and_leaves_the_unkno
 
 
 @pytest.mark.fast
+def test_properties_given_to_the_plan_are_read_as_jmeter_would_and_passed_to_it(tmp_path: Path) -> None:
+    unnamed = variant(tmp_path, "unnamed.jmx", ("${__P(search.host,search.shop.example.com)}", "${__P(search.host)}"))
+    properties = {"users": "7", "search.host": "search.internal"}
+    reading = userplan.read(unnamed, properties)
+    assert [g.users for g in reading.groups] == [7, 7] and reading.hosts == (HOSTS[0], "search.internal")
+    chosen = userplan.mapping(reading, f"{HOSTS[0]}=default,search.internal=tuned")
+    profile = userplan.profile(reading, chosen, 30, properties)
+    # JMeter gets them as -J: the plan's own ${__P(...)} then read what the lab read
+    assert profile.users == 7 and profile.properties() == properties
+    args = _args("--plan", str(unnamed), "--map", f"{HOSTS[0]}=default,search.internal=tuned", "--duration", "30",
+                 "--property", "users=7", "--property", "search.host=search.internal")
+    assert options.experiment(args).profile == profile
+
+
+@pytest.mark.fast
 def test_hosts_map_as_typed_or_as_the_plans_names_say(tmp_path: Path) -> None:
     reading = userplan.read(ELSEWHERE)
     assert userplan.mapping(reading, MAP) == {HOSTS[0]: "default", HOSTS[1]: "tuned"}
@@ -133,7 +148,10 @@ def test_run_plan_options_are_checked_before_anything_starts() -> None:
     for typed, fault in ((("--plan", str(ELSEWHERE), "--map", MAP, "--users", "5"), "--users with --plan"),
                          (("--plan", str(ELSEWHERE), "--map", MAP, "--quick"), "--quick with --plan"),
                          (("--plan", str(ELSEWHERE), "--map", MAP, "--load-from", "loadgen"), "--load-from loadgen"),
-                         (("--map", MAP), f"--map {MAP}: maps the hosts of a plan of yours"),
+                         (("--map", MAP), f"--map {MAP}: is for a plan of yours"),
+                         (("--property", "users=9"), "--property users=9: is for a plan of yours"),
+                         (("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "30", "--property", "users"),
+                          "--property users: use NAME=VALUE"),
                          (("--plan", str(ELSEWHERE), "--map", MAP), "give --duration")):
         with pytest.raises(LabError, match=re.escape(fault)):
             options.experiment(_args(*typed))

@@ -96,7 +96,7 @@ def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Ta
     if isinstance(profile, StepLoad):
         return open_plan(PLAN, folder.open_plan)
     if isinstance(profile, userplan.OwnPlan):
-        reading = userplan.read(Path(profile.plan))
+        reading = userplan.read(Path(profile.plan), profile.plan_properties)
         if not folder.own_plan.is_file():
             shutil.copyfile(reading.path, folder.own_plan)
         targets = {t.machine: plancopy.Target(t.protocol, t.host, t.port) for t in phase}
@@ -110,7 +110,7 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
     """JMeter for one phase: the plan's properties (-J here, or -G, sent to the remote engines that run it)
     and the client's own (its shutdown port, where each machine's results go)."""
     own = isinstance(profile, userplan.OwnPlan)         # the user's plan runs as written: none of the lab's
-    plan = {} if own else {**SAMPLER_PROPERTIES, **profile.properties(), "path": path}
+    plan = profile.properties() if own else {**SAMPLER_PROPERTIES, **profile.properties(), "path": path}
     client = {**ENGINE_PROPERTIES, "jmeterengine.nongui.port": str(udp_port),
               "jmeterengine.nongui.maxport": str(udp_port)}
     active = {t.machine: t for t in phase}

@@ -68,12 +68,13 @@ class OwnPlan(LoadProfile):
     plan: str = ""                                          # the user's file, as given
     plan_map: dict[str, str] = field(default_factory=dict)  # host -> machine
     plan_not_analysed: list[str] = field(default_factory=list)  # its samplers that are not HTTP: they run, unread
+    plan_properties: dict[str, str] = field(default_factory=dict)   # JMeter properties given to it (--property)
 
     def group_properties(self, machine: str, active: bool) -> dict[str, str]:
         return {}
 
     def properties(self) -> dict[str, str]:
-        return {}                               # the plan reads none of the lab's: it runs as written
+        return dict(self.plan_properties)       # the plan reads none of the lab's: it runs as written
 
     def describe(self) -> str:
         return f"{Path(self.plan).name}: up to {self.users} users a machine, ramp {self.ramp_s} s, {self.duration_s} s"
@@ -85,21 +86,23 @@ _REFERENCE = re.compile(r"\$\{([^${}]*)\}")
 _PROPERTY = re.compile(r"__(P|property)\((.*)\)", re.S)
 
 
-def resolve(text: str, variables: dict[str, str]) -> str:
-    """A JMeter value as the plan alone decides it: its variables, and a property's default (the lab passes
-    none of the plan's properties); what stays unknown stays as written (${...})."""
+def resolve(text: str, variables: dict[str, str], properties: dict[str, str] | None = None) -> str:
+    """A JMeter value as the plan and the properties given to it (--property) decide it: its variables, a
+    property's value, else its default; what stays unknown stays as written (${...})."""
     for _ in range(20):
-        replaced = _REFERENCE.sub(lambda found: _value(found.group(1), variables), text)
+        replaced = _REFERENCE.sub(lambda found: _value(found.group(1), variables, properties or {}), text)
         if replaced == text:
             break
         text = replaced
     return text
 
 
-def _value(inner: str, variables: dict[str, str]) -> str:
+def _value(inner: str, variables: dict[str, str], properties: dict[str, str]) -> str:
     function = _PROPERTY.fullmatch(inner.strip())
     if function:
         arguments = [part.strip() for part in re.split(r"(?<!\\),", function.group(2))]
+        if arguments[0] in properties:
+            return properties[arguments[0]]
         default_at = 1 if function.group(1) == "P" else 2
         if len(arguments) > default_at and arguments[default_at]:
             return arguments[default_at]
@@ -154,6 +157,10 @@ class _Scope:
     variables: dict[str, str] = field(default_factory=dict)
     defaults: dict[str, str] = field(default_factory=dict)     # HTTP Request Defaults: domain, port, protocol, path
     group: str = ""
+    properties: dict[str, str] = field(default_factory=dict)   # given to the plan (--property)
+
+    def resolve(self, text: str) -> str:
+        return resolve(text, self.variables, self.properties)
 
 
 @dataclass
@@ -164,10 +171,11 @@ class _Found:
     writes: list[str] = field(default_factory=list)
 
 
-def read(path: Path) -> PlanReading:
-    """What the plan does, read from it; PlanError for a plan the lab cannot run, naming what is wrong."""
+def read(path: Path, properties: dict[str, str] | None = None) -> PlanReading:
+    """What the plan does, read from it with the properties it is given; PlanError for a plan the lab cannot
+    run, naming what is wrong."""
     found = _Found()
-    _walk(parse(path)[0], _Scope(), found, path)
+    _walk(parse(path)[0], _Scope(properties=dict(properties or {})), found, path)
     if not found.samplers:
         raise PlanError(f"--plan {path}: no HTTP sampler (enabled, in a thread group): the lab loads its machines "
                         f"over HTTP{'; it has ' + ', '.join(found.not_analysed) if found.not_analysed else ''}")
@@ -177,7 +185,7 @@ def read(path: Path) -> PlanReading:
 
 def _walk(tree: ElementTree.Element, scope: _Scope, found: _Found, path: Path) -> None:
     level = [(element, children) for element, children in pairs(tree) if enabled(element)]
-    scope = _Scope(dict(scope.variables), dict(scope.defaults), scope.group)
+    scope = _Scope(dict(scope.variables), dict(scope.defaults), scope.group, scope.properties)
     for element, _ in level:                    # config elements apply to their whole level
         if element.tag in ("TestPlan", "Arguments"):        # User Defined Variables
             scope.variables.update(_arguments(element))
@@ -188,8 +196,8 @@ def _walk(tree: ElementTree.Element, scope: _Scope, found: _Found, path: Path) -
     for element, children in level:
         inner = scope
         if element.tag in GROUPS:
-            found.groups.append(_group(element, scope.variables, path))
-            inner = _Scope(scope.variables, scope.defaults, found.groups[-1].name)
+            found.groups.append(_group(element, scope, path))
+            inner = _Scope(scope.variables, scope.defaults, found.groups[-1].name, scope.properties)
         elif element.tag in HTTP_SAMPLERS:
             found.samplers.append(_sampler(element, scope, path))
         elif element.tag.endswith(("Sampler", "SamplerProxy")) or element.get("testclass", "").endswith("Sampler"):
@@ -200,34 +208,35 @@ def _walk(tree: ElementTree.Element, scope: _Scope, found: _Found, path: Path) -
             _walk(children, inner, found, path)
 
 
-def _number(text: str, what: str, path: Path, variables: dict[str, str]) -> int:
-    value = resolve(text.strip(), variables)
+def _number(text: str, what: str, path: Path, scope: _Scope) -> int:
+    value = scope.resolve(text.strip())
     try:
         return int(value)
     except ValueError:
-        raise PlanError(f"--plan {path}: {what} is {text!r}, which the plan alone does not make a number (a "
-                        "property without a default, or a function): give it a number or a default") from None
+        raise PlanError(f"--plan {path}: {what} is {text!r}, which the plan does not make a number (a property "
+                        "without a default, or a function): give the property (--property NAME=VALUE) or the plan a "
+                        "number") from None
 
 
-def _group(element: ElementTree.Element, variables: dict[str, str], path: Path) -> Group:
+def _group(element: ElementTree.Element, scope: _Scope, path: Path) -> Group:
     name = element.get("testname") or element.tag
     what = f"thread group {name!r}"
-    users = _number(prop(element, "ThreadGroup.num_threads") or "1", f"{what}'s number of threads", path, variables)
-    ramp = _number(prop(element, "ThreadGroup.ramp_time") or "0", f"{what}'s ramp-up", path, variables)
+    users = _number(prop(element, "ThreadGroup.num_threads") or "1", f"{what}'s number of threads", path, scope)
+    ramp = _number(prop(element, "ThreadGroup.ramp_time") or "0", f"{what}'s ramp-up", path, scope)
     scheduler = prop(element, "ThreadGroup.scheduler") == "true"
-    delay = _number(prop(element, "ThreadGroup.delay") or "0", f"{what}'s delay", path, variables) if scheduler else 0
-    duration = _number(prop(element, "ThreadGroup.duration") or "0", f"{what}'s duration", path, variables) \
+    delay = _number(prop(element, "ThreadGroup.delay") or "0", f"{what}'s delay", path, scope) if scheduler else 0
+    duration = _number(prop(element, "ThreadGroup.duration") or "0", f"{what}'s duration", path, scope) \
         if scheduler else 0
     controller = next((child for child in element if child.get("name") == "ThreadGroup.main_controller"), None)
-    loops = resolve(prop(controller, "LoopController.loops"), variables).strip() if controller is not None else "1"
+    loops = scope.resolve(prop(controller, "LoopController.loops")).strip() if controller is not None else "1"
     forever = loops in ("-1", "") and not duration
     return Group(name, users, delay + ramp, delay + duration if duration else None, forever)
 
 
 def _sampler(element: ElementTree.Element, scope: _Scope, path: Path) -> HttpSampler:
     name = element.get("testname") or element.tag
-    values = {key: resolve(prop(element, f"HTTPSampler.{key}").strip() or scope.defaults.get(key, ""),
-                           scope.variables) for key in ("domain", "port", "protocol", "path")}
+    values = {key: scope.resolve(prop(element, f"HTTPSampler.{key}").strip() or scope.defaults.get(key, ""))
+              for key in ("domain", "port", "protocol", "path")}
     if not values["domain"] and re.match(r"https?://", values["path"], re.I):     # a whole URL in the path
         url = urllib.parse.urlsplit(values["path"])
         values.update(domain=url.hostname or "", protocol=url.scheme, port=str(url.port or ""),
@@ -239,17 +248,16 @@ def _sampler(element: ElementTree.Element, scope: _Scope, path: Path) -> HttpSam
                         "http or https")
     host = values["domain"]
     if not host or "${" in host:
-        raise PlanError(f"--plan {path}: {where} goes to {host or 'no host'!r}, which the plan alone does not name "
-                        "(a variable set at run time, or no server name and no HTTP Request Defaults): give it a "
-                        "host name, or a property default such as ${__P(host,my.server)}")
+        raise PlanError(f"--plan {path}: {where} goes to {host or 'no host'!r}, which the plan does not name (a "
+                        "variable set at run time, a property without a default, or no server name and no HTTP "
+                        "Request Defaults): give the property (--property NAME=HOST) or the plan a host name")
     port = values["port"] or str(DEFAULT_PORTS[protocol])
     if not port.isdigit():
-        raise PlanError(f"--plan {path}: {where} has port {values['port']!r}, which the plan alone does not make a "
-                        "number")
-    timeout = resolve(prop(element, "HTTPSampler.response_timeout").strip() or scope.defaults.get("response_timeout", ""),
-                      scope.variables)
+        raise PlanError(f"--plan {path}: {where} has port {values['port']!r}, which the plan does not make a number")
+    timeout = scope.resolve(prop(element, "HTTPSampler.response_timeout").strip()
+                            or scope.defaults.get("response_timeout", ""))
     return HttpSampler(name, scope.group, protocol, host, int(port), values["path"] or "/",
-                       keep_alive=resolve(prop(element, "HTTPSampler.use_keepalive"), scope.variables) == "true",
+                       keep_alive=scope.resolve(prop(element, "HTTPSampler.use_keepalive")) == "true",
                        response_timeout_ms=int(timeout) if timeout.isdigit() and int(timeout) else None)
 
 
@@ -317,7 +325,8 @@ def _named(name: str) -> str | None:
 
 # The profile --------------------------------------------------------------------------------------------
 
-def profile(reading: PlanReading, chosen: dict[str, str], duration_s: int | None) -> OwnPlan:
+def profile(reading: PlanReading, chosen: dict[str, str], duration_s: int | None,
+            properties: dict[str, str] | None = None) -> OwnPlan:
     """The run's load: the plan's users a machine (the most any machine gets), its latest ramp-up, and how long:
     --duration, else the plan's own bound; PlanError for a plan that never ends and no --duration."""
     endless = [group.name for group in reading.groups if group.forever]
@@ -340,4 +349,5 @@ def profile(reading: PlanReading, chosen: dict[str, str], duration_s: int | None
     return OwnPlan(users=max(1, *users.values()), ramp_s=ramp, duration_s=duration_s,
                    keep_alive=all(sampler.keep_alive for sampler in reading.samplers),
                    response_timeout_ms=longest or OwnPlan.response_timeout_ms, plan=str(reading.path.resolve()),
-                   plan_map=dict(chosen), plan_not_analysed=list(reading.not_analysed))
+                   plan_map=dict(chosen), plan_not_analysed=list(reading.not_analysed),
+                   plan_properties=dict(properties or {}))
