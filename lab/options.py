@@ -259,7 +259,7 @@ def experiment(args: argparse.Namespace) -> Experiment:
 
 
 # What a plan of the user's own decides itself, or the lab cannot yet do with one.
-_NOT_WITH_PLAN = ("--users", "--ramp", "--think", "--quick", "--scenario", "--limits", "--aa")
+_NOT_WITH_PLAN = ("--users", "--ramp", "--think", "--quick", "--scenario", "--limits")
 
 
 def _own_plan(args: argparse.Namespace) -> Experiment:
@@ -268,7 +268,8 @@ def _own_plan(args: argparse.Namespace) -> Experiment:
     if wrong:
         raise StepFailed(f"{wrong} with --plan {args.plan}: the plan sets its own users, ramp-up and think time"
                          if wrong in ("--users", "--ramp", "--think", "--quick", "--scenario") else
-                         f"{wrong} with --plan {args.plan}: not with a plan of yours yet (run it without)")
+                         f"{wrong} with --plan {args.plan}: the host's limits load the service and the mock directly, "
+                         "where your plan's paths do not go (run it without)")
     if (given(args, "--load-from") or "here") != "here":
         raise StepFailed(f"--load-from {args.load_from} with --plan {args.plan}: a plan of yours runs in JMeter on "
                          "this host")
@@ -289,7 +290,7 @@ def _own_plan(args: argparse.Namespace) -> Experiment:
     if given(args, "--stop-on-fail"):
         _check_stop_on_fail(limits, repeat, f"--repeat {repeat}")
     return Experiment(profile=profile, schedule=given(args, "--schedule"), repeat=repeat, limits=limits,
-                      a_a=False, stop_on_fail=bool(given(args, "--stop-on-fail")))
+                      a_a=bool(given(args, "--aa")), stop_on_fail=bool(given(args, "--stop-on-fail")))
 
 
 def _plan_properties(typed: list[str]) -> dict[str, str]:

@@ -42,7 +42,7 @@ class JMeterFolder:
     LIMITS: ClassVar[str] = "limits"        # the host's limits, laid out as this folder is
     GENERATOR: ClassVar[str] = "generator"  # the load generator's ceiling (lab/load/ceiling.py), idem
     REFINE: ClassVar[str] = "refine"        # each machine's finer steps near its knee (lab/knee.py), idem
-    PLAN_FILES: ClassVar[str] = "plan-files"    # what a user's own plan's listeners wrote (lab/load/userplan.py)
+    PLAN_FILES: ClassVar[str] = "plan-files"    # what a user's own plan's listeners wrote (lab/load/plancopy.py)
     NOT_MACHINES: ClassVar[tuple[str, ...]] = (ENGINE, LIMITS, GENERATOR, REFINE, PLAN_FILES)
 
     @property
@@ -70,7 +70,7 @@ class JMeterFolder:
         return self.root / "own-plan.jmx"
 
     def own_plan_run(self, machines: list[str]) -> Path:
-        """The copy of that plan JMeter ran for these machines (lab/load/userplan.py: write_copy)."""
+        """The copy of that plan JMeter ran for these machines (lab/load/plancopy.py)."""
         return self.root / f"own-plan-{'-'.join(machines)}.jmx"
 
     @property

@@ -602,6 +602,9 @@ def test_a_plan_written_for_other_machines_runs_unchanged_against_both_and_gets_
                    timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     assert plan.read_bytes() == written
+    # what it will do with the plan, said before the load: each sampler, where it goes, which machine that is
+    assert "GET checkout: http://checkout.shop.example.com:8080/svc/camel/mock -> default" in result.stderr
+    assert result.stderr.index("Your plan: ") < result.stderr.index("==> Loading both machines")
     run_dir = (REPO / "runs" / "latest").resolve()
     run = json.loads((run_dir / "run.json").read_text())
     assert run["profile"]["plan"] == str(plan) and run["profile"]["plan_map"] == {

@@ -37,7 +37,7 @@ from conftest import REPO, Process, free_port, http_get, spawn, wait_for
 
 sys.path.insert(0, str(REPO))
 from lab import load, report  # noqa: E402
-from lab.analysis import gclog, summary  # noqa: E402
+from lab.analysis import gclog, gcviewer, summary  # noqa: E402
 from lab.analysis.pcp import pcp_env, pmrep_csv  # noqa: E402
 from lab.names import clock  # noqa: E402
 
@@ -354,7 +354,7 @@ def test_gc_figures_match_the_logs(real_run: Path, real_summary: dict) -> None:
         lines = pause_lines(gc_dir)
         assert lines, f"{machine}: the JVM logged no pause"
         assert gc["collector"] == collector
-        assert gc["parser"] == gclog.GCVIEWER_NAME, gc["problems"]
+        assert gc["parser"] == gcviewer.NAME, gc["problems"]
         # GCViewer's pauses, file by file, are the log's pause lines
         assert sum(f["pauses"] for f in gc["files"]) == len(lines)
         assert all(f["pauses"] == f["regex_pauses"] for f in gc["files"])
@@ -380,7 +380,7 @@ def test_gc_regex_agrees_with_gcviewer(real_run: Path, real_summary: dict) -> No
         assert regex["parser"] == "unified-log regex"
         viewer = real_summary["machines"][machine]["gc"]
         # Else the summary fell back to the same regex, and this would compare the regex with itself.
-        assert viewer["parser"] == gclog.GCVIEWER_NAME, viewer["problems"]
+        assert viewer["parser"] == gcviewer.NAME, viewer["problems"]
         assert regex["pause_count"] == viewer["pause_count"]
         assert regex["pause_total_s"] == pytest.approx(viewer["pause_total_s"], abs=1e-3)
 

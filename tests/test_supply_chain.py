@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from lab.analysis import gclog
+from lab.analysis import gcviewer
 
 _spec = importlib.util.spec_from_file_location("install_collections", REPO / "tools" / "install_collections.py")
 install_collections = importlib.util.module_from_spec(_spec)
@@ -256,7 +256,7 @@ def test_maven_refuses_an_artifact_that_differs_from_the_projects_list_or_is_not
     (project / ".mvn" / "checksums" / "checksums-stand-in.sha512").write_text(
         "".join(f"{hashlib.sha512(data).hexdigest()}  {path}\n" for path, data in sorted(listed.items())))
     cached = Path.home() / ".m2" / "repository" / group.replace(".", "/")
-    goal = gclog.MAVEN_COPY_GOAL.rsplit(":", 1)[0] + ":resolve"
+    goal = gcviewer.MAVEN_COPY_GOAL.rsplit(":", 1)[0] + ":resolve"
 
     def resolve(artifact: str) -> subprocess.CompletedProcess:
         (project / "pom.xml").write_text(

@@ -101,7 +101,7 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
         pool = row["point"]["backend_pool"]
         assert row["figures"]["queued_at"] == ("the backend pool" if pool < 150 else None)
         assert f"at its knee ({row['capacity_rps'] + 50:.0f} req/s): " in err and f"(pool {pool})" in err
-    assert record["result"]["queued_at"] == dict(Counter(r["figures"]["queued_at"] or "no pool full" for r in measured))
+    assert record["result"]["bound_at_knee"] == dict(Counter(r["figures"]["queued_at"] or "no pool full" for r in measured))
     assert lab.given[-1] == ("tuned", None)                     # its own knobs back
     assert not host.aa_pending()
     # the best: the highest capacity among those within every constraint

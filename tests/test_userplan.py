@@ -77,6 +77,8 @@ def test_properties_given_to_the_plan_are_read_as_jmeter_would_and_passed_to_it(
 def test_hosts_map_as_typed_or_as_the_plans_names_say(tmp_path: Path) -> None:
     reading = userplan.read(ELSEWHERE)
     assert userplan.mapping(reading, MAP) == {HOSTS[0]: "default", HOSTS[1]: "tuned"}
+    assert userplan.mapping(reading, MAP.upper().replace("DEFAULT", "default").replace("TUNED", "tuned")) == {
+        HOSTS[0]: "default", HOSTS[1]: "tuned"}               # host names as DNS reads them: in any case
     # thread groups named after the machines map their hosts themselves
     named = userplan.read(variant(tmp_path, "named.jmx", ('testname="Checkout"', 'testname="default users"'),
                                   ('testname="Search"', 'testname="Tuned"')))
@@ -132,6 +134,11 @@ def test_a_plan_that_never_ends_needs_a_duration_and_its_load_is_read_from_it() 
     assert (profile.users, profile.ramp_s, profile.duration_s, profile.keep_alive, profile.response_timeout_ms) == (
         3, 2, 30, False, 10000)
     assert profile.properties() == {} and profile.plan_map == chosen
+    # said before it starts: each group's load and bound, each sampler and its machine, and what is not read
+    shown = "\n".join(userplan.shown(profile))
+    assert "  Checkout: 3 users, ramp 2 s, loops forever; stopped at 30 s at the latest" in shown
+    assert f"    GET search: http://{HOSTS[1]}:8080/data -> tuned" in shown
+    assert "Debug Sampler (DebugSampler)" in shown and "not to: /home/shop-author/jmeter/results/all.jtl" in shown
 
 
 def _args(*typed: str) -> argparse.Namespace:
@@ -145,9 +152,13 @@ def _args(*typed: str) -> argparse.Namespace:
 def test_run_plan_options_are_checked_before_anything_starts() -> None:
     chosen = options.experiment(_args("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "40", "--repeat", "2"))
     assert isinstance(chosen.profile, userplan.OwnPlan) and chosen.profile.duration_s == 40 and chosen.repeat == 2
+    assert not chosen.a_a and options.experiment(_args("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "40",
+                                                       "--aa")).a_a
     for typed, fault in ((("--plan", str(ELSEWHERE), "--map", MAP, "--users", "5"), "--users with --plan"),
                          (("--plan", str(ELSEWHERE), "--map", MAP, "--quick"), "--quick with --plan"),
                          (("--plan", str(ELSEWHERE), "--map", MAP, "--load-from", "loadgen"), "--load-from loadgen"),
+                         (("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "30", "--limits"),
+                          "--limits with --plan"),
                          (("--map", MAP), f"--map {MAP}: is for a plan of yours"),
                          (("--property", "users=9"), "--property users=9: is for a plan of yours"),
                          (("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "30", "--property", "users"),
@@ -207,3 +218,23 @@ def test_jmeter_runs_the_copy_and_each_machines_samples_are_its_own(processes, t
         assert "GET checkout" in written and "GET search" in written and "Debug Sampler" in written
         assert (out / schedule / "own-plan.jmx").read_bytes() == ELSEWHERE.read_bytes()
     assert not Path("/home/shop-author").exists()
+
+
+@pytest.mark.fast
+def test_a_plan_edited_after_it_was_checked_sends_nothing_to_a_host_no_machine_is(tmp_path: Path) -> None:
+    import importlib
+
+    from lab.load.targets import _Target
+    from lab.runfolder import JMeterFolder
+    load_run = importlib.import_module("lab.load.run")          # the module, not lab.load's run()
+    plan = variant(tmp_path, "shop.jmx", ("checkout.shop.example.com", "checkout.shop.example.com"))
+    reading = userplan.read(plan)
+    profile = userplan.profile(reading, userplan.mapping(reading, MAP), 30)
+    folder = JMeterFolder(tmp_path / "jmeter")
+    folder.root.mkdir()
+    phase = [_Target("default", "http", "10.213.1.2", 80, "/"), _Target("tuned", "http", "10.213.2.2", 80, "/")]
+    copy = load_run._plan(profile, folder, phase)
+    assert copy == folder.own_plan_run(["default", "tuned"]) and folder.own_plan.read_bytes() == plan.read_bytes()
+    plan.write_text(plan.read_text().replace("checkout.shop.example.com", "api.example.net"))
+    with pytest.raises(LabError, match="changed since the run began: its samplers now go to api.example.net"):
+        load_run._plan(profile, folder, phase)

@@ -7,7 +7,9 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lab.numbers import finite as _finite
 from lab.numbers import mean as _mean
@@ -173,156 +175,196 @@ def analyze_pcp(pcp_dir: Path, machine: str, backend: str | None, t0: float,
     result["metrics_in_archive"] = len(names)
     pcp: dict = {}
     series["pcp"] = pcp
-
-    def in_window(times: list[float], values: list) -> list[float]:
-        if not window:
-            return _finite(values)
-        return _finite([v for t, v in zip(times, values) if window[0] <= t <= window[1]])
-
-    # Whole machine (on the local backend: the host, which both machines share).
-    host_metrics: list[str] = [m for m in ("kernel.all.load", "kernel.all.cpu.user", "kernel.all.cpu.sys",
-                                           "mem.util.used", "mem.physmem", "hinv.ncpu") if m in names]
-    if host_metrics:
-        times, columns, problem = pmrep_csv(archive, host_metrics)
-        if problem:
-            result["problems"].append(problem)
-        if times:
-            pcp["t"] = [round(t - t0, 3) for t in times]
-            load = _columns_of(columns, "kernel.all.load")
-            one = next((v for k, v in load.items() if k.startswith("1 ")), None)
-            if one:
-                pcp["load1"] = one
-                result["load1_max"] = max(in_window(times, one), default=None)
-                result["load1_mean"] = _mean(in_window(times, one))
-            user = _columns_of(columns, "kernel.all.cpu.user").get("")
-            system = _columns_of(columns, "kernel.all.cpu.sys").get("")
-            if user and system:
-                pcp["host_cpu_cores"] = _sum_rows([user, system])
-                result["host_cpu_cores_mean"] = _mean(in_window(times, pcp["host_cpu_cores"]))
-            used = _columns_of(columns, "mem.util.used").get("")
-            if used:
-                pcp["mem_used_bytes"] = used
-                result["mem_used_max_bytes"] = max(in_window(times, used), default=None)
-            physmem = _finite(_columns_of(columns, "mem.physmem").get("", []))
-            if physmem:
-                result["physmem_bytes"] = physmem[-1]
-            ncpu = _finite(_columns_of(columns, "hinv.ncpu").get("", []))
-            if ncpu:
-                result["ncpu"] = int(ncpu[-1])
+    reading = _Reading(archive, names, t0, window, result, pcp)
+    _host_figures(reading)
     result["scope"] = ("host (shared by both machines on the local backend)" if backend == "local"
                        else "machine")
-
-    # The machine's own processes: their command line holds its folder (…/machines/<name>/). The lab
-    # records only those (hotproc.*, the pcp role's pcp_hotproc_predicate); archives from before it
-    # recorded every process (proc.*), on the local backend the whole host's: filtered here alike.
-    family = next((f for f in ("hotproc", "proc") if {f"{f}.psinfo.psargs", f"{f}.psinfo.utime"} <= names), None)
-    if family:
-        result["process_metrics"] = family
-        times, columns, problem = pmrep_csv(archive, [f"{family}.psinfo.psargs"], step_s=PSARGS_STEP_S,
-                                            scale=False)
-        if problem:
-            result["problems"].append(problem)
-        commands: dict[str, str] = {}
-        for name, values in columns.items():
-            args = next((v for v in reversed(values) if isinstance(v, str) and v), "")
-            if args and name.startswith(f"{family}.psinfo.psargs-"):
-                commands[name[len(f"{family}.psinfo.psargs-"):].split(" ", 1)[0]] = args
-        own: dict[str, str] = {}
-        marker = None
-        for marker in list(markers or []) + [f"/machines/{machine}/"]:
-            own = {pid: args for pid, args in commands.items() if marker in args}
-            if own:
-                break
-        result["own_processes"] = len(own)
-        if own:
-            # Every process, filtered here: pmrep's -i drops instances that appear after the archive's start.
-            metrics = [f"{family}.{m}" for m in ("psinfo.utime", "psinfo.stime", "memory.rss", "smaps.pss",
-                                                 "psinfo.threads", "memory.vmswap", "psinfo.maj_flt")
-                       if f"{family}.{m}" in names]
-            ptimes, every, problem = pmrep_csv(archive, metrics)
-            if problem:
-                result["problems"].append(problem)
-            pcolumns = {name: values for name, values in every.items() if _pid_of(name) in own}
-            if ptimes:
-                pcp["proc_t"] = [round(t - t0, 3) for t in ptimes]
-                cpu_columns = list(_columns_of(pcolumns, f"{family}.psinfo.utime").values()) + \
-                    list(_columns_of(pcolumns, f"{family}.psinfo.stime").values())
-                pcp["proc_cpu_cores"] = _sum_rows(cpu_columns)
-                rss = _columns_of(pcolumns, f"{family}.memory.rss")
-                pcp["proc_rss_bytes"] = _sum_rows(list(rss.values()))
-                pss = _columns_of(pcolumns, f"{family}.smaps.pss")
-                if pss:
-                    pcp["proc_pss_bytes"] = _sum_rows(list(pss.values()))
-                    result["proc_pss_max_bytes"] = max(_finite(pcp["proc_pss_bytes"]), default=None)
-                    result["pss_max_bytes_by_role"] = _peak_by_role(pss, own)
-                swap = _columns_of(pcolumns, f"{family}.memory.vmswap")
-                if swap:
-                    pcp["proc_swap_bytes"] = _sum_rows(list(swap.values()))
-                    result["proc_swap_max_bytes"] = max(_finite(pcp["proc_swap_bytes"]), default=None)
-                    if pss:     # what the processes held, in memory or swapped out: what a memory budget estimates
-                        result["proc_held_max_bytes"] = max(_finite(_sum_rows([pcp["proc_pss_bytes"],
-                                                                               pcp["proc_swap_bytes"]])), default=None)
-                faults = _columns_of(pcolumns, f"{family}.psinfo.maj_flt")
-                if faults:      # a counter: pmrep gives its rate, page-ins a second
-                    pcp["proc_major_faults_per_s"] = _sum_rows(list(faults.values()))
-                    result["proc_major_faults_per_s_mean"] = _mean(in_window(ptimes, pcp["proc_major_faults_per_s"]))
-                threads = _columns_of(pcolumns, f"{family}.psinfo.threads")
-                pcp["proc_threads"] = _sum_rows(list(threads.values()))
-                result["proc_cpu_cores_mean"] = _mean(in_window(ptimes, pcp["proc_cpu_cores"]))
-                result["proc_cpu_cores_max"] = max(in_window(ptimes, pcp["proc_cpu_cores"]), default=None)
-                result["proc_rss_max_bytes"] = max(_finite(pcp["proc_rss_bytes"]), default=None)
-                by_command: dict[str, dict] = {}
-                for instance, values in rss.items():
-                    pid = instance.split(" ", 1)[0]
-                    command = Path(own.get(pid, instance).split(" ", 1)[0]).name or "?"
-                    entry = by_command.setdefault(command, {"processes": 0, "rss_max_bytes": 0.0})
-                    entry["processes"] += 1
-                    entry["rss_max_bytes"] = max(entry["rss_max_bytes"], max(_finite(values), default=0.0))
-                result["own_by_command"] = by_command
-                result["cpu_cores_mean_by_role"] = _cpu_by_role(pcolumns, own, lambda v: in_window(ptimes, v), family)
-        result["own_processes_marker"] = marker
-
-    # The service's Prometheus metrics (openmetrics agent) and HTTPD's mod_status (apache agent).
-    wanted = {"tomcat_busy": "openmetrics.app.tomcat_threads_busy_threads",
-              "tomcat_current": "openmetrics.app.tomcat_threads_current_threads",
-              "tomcat_max": "openmetrics.app.tomcat_threads_config_max_threads",
-              "tomcat_connections": "openmetrics.app.tomcat_connections_current_connections",
-              # A counter: connections the kernel dropped because a listen queue was full (HTTPD's or Tomcat's).
-              "listen_overflows": "network.tcp.listenoverflows",
-              "pool_connections": "openmetrics.app.httpcomponents_httpclient_pool_total_connections",
-              "pool_pending": "openmetrics.app.httpcomponents_httpclient_pool_total_pending",
-              "pool_max": "openmetrics.app.httpcomponents_httpclient_pool_total_max",
-              "camel_inflight": "openmetrics.app.camel_exchanges_inflight",
-              "jvm_memory_used": "openmetrics.app.jvm_memory_used_bytes",
-              "apache_busy": "apache.busy_servers", "apache_idle": "apache.idle_servers",
-              "apache_rps": "apache.requests_per_sec"}
-    present = {key: metric for key, metric in wanted.items() if metric in names}
-    result["app_metrics"] = sorted(present)
-    if present:
-        # As logged: instant() because the openmetrics agent makes a counter of any name with "total"
-        # in it (…_pool_total_connections is a gauge), and no interpolation between records.
-        derived = {f"lab.{key}": f"instant({metric})" for key, metric in present.items()}
-        times, columns, problem = pmrep_csv(archive, list(derived), scale=False, derived=derived, interpolate=False)
-        if problem:
-            result["problems"].append(problem)
-        if times:
-            pcp["app_t"] = [round(t - t0, 3) for t in times]
-            for key, metric in present.items():
-                found = _columns_of(columns, f"lab.{key}")
-                if not found:
-                    continue
-                # Instances that never have a value (stale names from the agent's instance cache) are left out.
-                found = {k: v for k, v in found.items() if _finite(v)}
-                if found:
-                    pcp[key] = {_instance_label(k) or metric.rsplit(".", 1)[1]: v for k, v in found.items()}
-            if "tomcat_busy" in pcp:
-                result["tomcat_busy_max"] = {k: max(_finite(v), default=None) for k, v in pcp["tomcat_busy"].items()}
-            if "pool_pending" in pcp:
-                result["pool_pending_max"] = max((max(_finite(v), default=0.0) for v in pcp["pool_pending"].values()),
-                                                 default=None)
-            if "pool_connections" in pcp:
-                leased = [v for k, v in pcp["pool_connections"].items() if "state:leased" in k]
-                result["pool_leased_max"] = max((max(_finite(v), default=0.0) for v in leased), default=None)
+    _own_processes(reading, machine, markers)
+    _app_metrics(reading)
     return result
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """One archive being read: what it holds, the run's start and steady window, and where the figures go
+    (result: the summary's; pcp: the series for the charts)."""
+    archive: str
+    names: set[str]
+    t0: float
+    window: tuple[float, float] | None
+    result: dict
+    pcp: dict
+
+    def in_window(self, times: list[float], values: list) -> list[float]:
+        if not self.window:
+            return _finite(values)
+        return _finite([v for t, v in zip(times, values) if self.window[0] <= t <= self.window[1]])
+
+    def csv(self, metrics: list[str], **options: Any) -> tuple[list[float], dict[str, list]]:
+        """pmrep_csv on the archive, its problem (if any) kept with the figures'."""
+        times, columns, problem = pmrep_csv(self.archive, metrics, **options)
+        if problem:
+            self.result["problems"].append(problem)
+        return times, columns
+
+
+def _host_figures(reading: _Reading) -> None:
+    """The whole machine (on the local backend: the host, which both machines share)."""
+    result, pcp, in_window = reading.result, reading.pcp, reading.in_window
+    host_metrics: list[str] = [m for m in ("kernel.all.load", "kernel.all.cpu.user", "kernel.all.cpu.sys",
+                                           "mem.util.used", "mem.physmem", "hinv.ncpu") if m in reading.names]
+    if not host_metrics:
+        return
+    times, columns = reading.csv(host_metrics)
+    if not times:
+        return
+    pcp["t"] = [round(t - reading.t0, 3) for t in times]
+    load = _columns_of(columns, "kernel.all.load")
+    one = next((v for k, v in load.items() if k.startswith("1 ")), None)
+    if one:
+        pcp["load1"] = one
+        result["load1_max"] = max(in_window(times, one), default=None)
+        result["load1_mean"] = _mean(in_window(times, one))
+    user = _columns_of(columns, "kernel.all.cpu.user").get("")
+    system = _columns_of(columns, "kernel.all.cpu.sys").get("")
+    if user and system:
+        pcp["host_cpu_cores"] = _sum_rows([user, system])
+        result["host_cpu_cores_mean"] = _mean(in_window(times, pcp["host_cpu_cores"]))
+    used = _columns_of(columns, "mem.util.used").get("")
+    if used:
+        pcp["mem_used_bytes"] = used
+        result["mem_used_max_bytes"] = max(in_window(times, used), default=None)
+    physmem = _finite(_columns_of(columns, "mem.physmem").get("", []))
+    if physmem:
+        result["physmem_bytes"] = physmem[-1]
+    ncpu = _finite(_columns_of(columns, "hinv.ncpu").get("", []))
+    if ncpu:
+        result["ncpu"] = int(ncpu[-1])
+
+
+def _own_processes(reading: _Reading, machine: str, markers: list[str] | None) -> None:
+    """The machine's own processes: their command line holds its folder (…/machines/<name>/). The lab
+    records only those (hotproc.*, the pcp role's pcp_hotproc_predicate); archives from before it
+    recorded every process (proc.*), on the local backend the whole host's: filtered here alike."""
+    result, names = reading.result, reading.names
+    family = next((f for f in ("hotproc", "proc") if {f"{f}.psinfo.psargs", f"{f}.psinfo.utime"} <= names), None)
+    if not family:
+        return
+    result["process_metrics"] = family
+    _, columns = reading.csv([f"{family}.psinfo.psargs"], step_s=PSARGS_STEP_S, scale=False)
+    commands: dict[str, str] = {}
+    for name, values in columns.items():
+        args = next((v for v in reversed(values) if isinstance(v, str) and v), "")
+        if args and name.startswith(f"{family}.psinfo.psargs-"):
+            commands[name[len(f"{family}.psinfo.psargs-"):].split(" ", 1)[0]] = args
+    own: dict[str, str] = {}
+    marker = None
+    for marker in list(markers or []) + [f"/machines/{machine}/"]:
+        own = {pid: args for pid, args in commands.items() if marker in args}
+        if own:
+            break
+    result["own_processes"] = len(own)
+    if own:
+        # Every process, filtered here: pmrep's -i drops instances that appear after the archive's start.
+        metrics = [f"{family}.{m}" for m in ("psinfo.utime", "psinfo.stime", "memory.rss", "smaps.pss",
+                                             "psinfo.threads", "memory.vmswap", "psinfo.maj_flt")
+                   if f"{family}.{m}" in names]
+        ptimes, every = reading.csv(metrics)
+        pcolumns = {name: values for name, values in every.items() if _pid_of(name) in own}
+        if ptimes:
+            _process_figures(reading, family, own, ptimes, pcolumns)
+    result["own_processes_marker"] = marker
+
+
+def _process_figures(reading: _Reading, family: str, own: dict[str, str], ptimes: list[float],
+                     pcolumns: dict[str, list]) -> None:
+    """The own processes' CPU, memory (RSS, PSS, swap), page-ins and threads, summed and by role and command."""
+    result, pcp = reading.result, reading.pcp
+
+    def in_window(values: list) -> list[float]:
+        return reading.in_window(ptimes, values)
+
+    pcp["proc_t"] = [round(t - reading.t0, 3) for t in ptimes]
+    cpu_columns = list(_columns_of(pcolumns, f"{family}.psinfo.utime").values()) + \
+        list(_columns_of(pcolumns, f"{family}.psinfo.stime").values())
+    pcp["proc_cpu_cores"] = _sum_rows(cpu_columns)
+    rss = _columns_of(pcolumns, f"{family}.memory.rss")
+    pcp["proc_rss_bytes"] = _sum_rows(list(rss.values()))
+    pss = _columns_of(pcolumns, f"{family}.smaps.pss")
+    if pss:
+        pcp["proc_pss_bytes"] = _sum_rows(list(pss.values()))
+        result["proc_pss_max_bytes"] = max(_finite(pcp["proc_pss_bytes"]), default=None)
+        result["pss_max_bytes_by_role"] = _peak_by_role(pss, own)
+    swap = _columns_of(pcolumns, f"{family}.memory.vmswap")
+    if swap:
+        pcp["proc_swap_bytes"] = _sum_rows(list(swap.values()))
+        result["proc_swap_max_bytes"] = max(_finite(pcp["proc_swap_bytes"]), default=None)
+        if pss:     # what the processes held, in memory or swapped out: what a memory budget estimates
+            result["proc_held_max_bytes"] = max(_finite(_sum_rows([pcp["proc_pss_bytes"],
+                                                                   pcp["proc_swap_bytes"]])), default=None)
+    faults = _columns_of(pcolumns, f"{family}.psinfo.maj_flt")
+    if faults:      # a counter: pmrep gives its rate, page-ins a second
+        pcp["proc_major_faults_per_s"] = _sum_rows(list(faults.values()))
+        result["proc_major_faults_per_s_mean"] = _mean(in_window(pcp["proc_major_faults_per_s"]))
+    threads = _columns_of(pcolumns, f"{family}.psinfo.threads")
+    pcp["proc_threads"] = _sum_rows(list(threads.values()))
+    result["proc_cpu_cores_mean"] = _mean(in_window(pcp["proc_cpu_cores"]))
+    result["proc_cpu_cores_max"] = max(in_window(pcp["proc_cpu_cores"]), default=None)
+    result["proc_rss_max_bytes"] = max(_finite(pcp["proc_rss_bytes"]), default=None)
+    by_command: dict[str, dict] = {}
+    for instance, values in rss.items():
+        pid = instance.split(" ", 1)[0]
+        command = Path(own.get(pid, instance).split(" ", 1)[0]).name or "?"
+        entry = by_command.setdefault(command, {"processes": 0, "rss_max_bytes": 0.0})
+        entry["processes"] += 1
+        entry["rss_max_bytes"] = max(entry["rss_max_bytes"], max(_finite(values), default=0.0))
+    result["own_by_command"] = by_command
+    result["cpu_cores_mean_by_role"] = _cpu_by_role(pcolumns, own, in_window, family)
+
+
+# The service's Prometheus metrics (openmetrics agent) and HTTPD's mod_status (apache agent).
+APP_METRICS = {"tomcat_busy": "openmetrics.app.tomcat_threads_busy_threads",
+               "tomcat_current": "openmetrics.app.tomcat_threads_current_threads",
+               "tomcat_max": "openmetrics.app.tomcat_threads_config_max_threads",
+               "tomcat_connections": "openmetrics.app.tomcat_connections_current_connections",
+               # A counter: connections the kernel dropped because a listen queue was full (HTTPD's or Tomcat's).
+               "listen_overflows": "network.tcp.listenoverflows",
+               "pool_connections": "openmetrics.app.httpcomponents_httpclient_pool_total_connections",
+               "pool_pending": "openmetrics.app.httpcomponents_httpclient_pool_total_pending",
+               "pool_max": "openmetrics.app.httpcomponents_httpclient_pool_total_max",
+               "camel_inflight": "openmetrics.app.camel_exchanges_inflight",
+               "jvm_memory_used": "openmetrics.app.jvm_memory_used_bytes",
+               "apache_busy": "apache.busy_servers", "apache_idle": "apache.idle_servers",
+               "apache_rps": "apache.requests_per_sec"}
+
+
+def _app_metrics(reading: _Reading) -> None:
+    """The service's pools and threads and HTTPD's workers, as logged, with their peaks."""
+    result, pcp = reading.result, reading.pcp
+    present = {key: metric for key, metric in APP_METRICS.items() if metric in reading.names}
+    result["app_metrics"] = sorted(present)
+    if not present:
+        return
+    # As logged: instant() because the openmetrics agent makes a counter of any name with "total"
+    # in it (…_pool_total_connections is a gauge), and no interpolation between records.
+    derived = {f"lab.{key}": f"instant({metric})" for key, metric in present.items()}
+    times, columns = reading.csv(list(derived), scale=False, derived=derived, interpolate=False)
+    if not times:
+        return
+    pcp["app_t"] = [round(t - reading.t0, 3) for t in times]
+    for key, metric in present.items():
+        found = _columns_of(columns, f"lab.{key}")
+        if not found:
+            continue
+        # Instances that never have a value (stale names from the agent's instance cache) are left out.
+        found = {k: v for k, v in found.items() if _finite(v)}
+        if found:
+            pcp[key] = {_instance_label(k) or metric.rsplit(".", 1)[1]: v for k, v in found.items()}
+    if "tomcat_busy" in pcp:
+        result["tomcat_busy_max"] = {k: max(_finite(v), default=None) for k, v in pcp["tomcat_busy"].items()}
+    if "pool_pending" in pcp:
+        result["pool_pending_max"] = max((max(_finite(v), default=0.0) for v in pcp["pool_pending"].values()),
+                                         default=None)
+    if "pool_connections" in pcp:
+        leased = [v for k, v in pcp["pool_connections"].items() if "state:leased" in k]
+        result["pool_leased_max"] = max((max(_finite(v), default=0.0) for v in leased), default=None)

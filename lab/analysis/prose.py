@@ -15,10 +15,14 @@ NEAR_LIMIT = 0.9
 
 def what_happened(summary: dict) -> list[str]:
     """Sentences generated from the figures (each only when its data is there)."""
+    run, machines = summary["run"], summary["machines"]
+    return [*_how_it_ended(run), *_load(machines), *_gc(machines), *_memory(run, machines), *_events(machines)]
+
+
+def _how_it_ended(run: dict) -> list[str]:
+    """A run that did not end as planned says so first."""
     sentences: list[str] = []
-    run = summary["run"]
-    machines = summary["machines"]
-    ended = run.get("ended") if isinstance(run.get("ended"), dict) else {}
+    ended: dict = run["ended"] if isinstance(run.get("ended"), dict) else {}
     if ended.get("how") == "failed" or (ended.get("how") == "interrupted" and ended.get("during") != "the load"):
         sentences.append(f"The run was {'interrupted' if ended['how'] == 'interrupted' else 'stopped by an error'} "
                          f"while {ended.get('during') or 'running'}"
@@ -30,6 +34,12 @@ def what_happened(summary: dict) -> list[str]:
         sentences.append("The run was interrupted" + (f" after {clock(lasted)}" if lasted is not None else "")
                          + (f" (planned: {clock(planned)} of load per machine)" if planned else "")
                          + (f": {ended['error']}." if ended.get("error") else "."))
+    return sentences
+
+
+def _load(machines: dict) -> list[str]:
+    """Throughput and latency, tuned against default; then each machine's requests and errors."""
+    sentences: list[str] = []
     for machine, entry in machines.items():
         if not entry.get("load") and machine in MACHINES:
             sentences.append(f"{machine}: no JMeter results: the machine was not loaded, or JMeter recorded nothing.")
@@ -68,26 +78,35 @@ def what_happened(summary: dict) -> list[str]:
         if not first:
             sentences.append(f"{machine}: no errors ({load['all']['samples']:,} requests).")
             continue
-        threshold = load["error_threshold"]
-        if threshold["crossed_at_s"] is not None:
-            start = threshold["crossed_at_s"]
-            text = (f"{machine}: error rate passed {ERROR_RATE_THRESHOLD:.0%} at {clock(start)} "
-                    f"({pct(threshold['bucket_error_rate'])} of the {threshold['bucket_samples']:,} requests that "
-                    f"ended in {clock(start)}–{clock(start + threshold['bucket_s'])}; above {ERROR_RATE_THRESHOLD:.0%} "
-                    f"in {threshold['buckets_above']} of {threshold['buckets']} {threshold['bucket_s']}-s windows)")
-        else:
-            text = (f"{machine}: error rate stayed at or below {ERROR_RATE_THRESHOLD:.0%} in every "
-                    f"{threshold['bucket_s']}-s window")
-        count = first.get("active_users")
-        users = f" with {count} user{'s' if count != 1 else ''} active" if count else ""
-        kinds = load.get("errors_by_type") or []
-        by_kind = (": " + ", ".join(f"{k['error']} ({k['count']:,})" for k in kinds[:3])
-                   + (", …" if len(kinds) > 3 else "")) if len(kinds) > 1 else ""
-        text += (f"; first error at {clock(first['at_s'])}: {first['label']}{users}; "
-                 f"{load['all']['errors']:,} errors in all ({pct(load['all']['error_rate'], 2)} of "
-                 f"{load['all']['samples']:,} requests){by_kind}.")
-        sentences.append(text)
-    # GC
+        sentences.append(_errors(machine, load, first))
+    return sentences
+
+
+def _errors(machine: str, load: dict, first: dict) -> str:
+    """When a machine's errors began, how they grew and of what kinds."""
+    threshold = load["error_threshold"]
+    if threshold["crossed_at_s"] is not None:
+        start = threshold["crossed_at_s"]
+        text = (f"{machine}: error rate passed {ERROR_RATE_THRESHOLD:.0%} at {clock(start)} "
+                f"({pct(threshold['bucket_error_rate'])} of the {threshold['bucket_samples']:,} requests that "
+                f"ended in {clock(start)}–{clock(start + threshold['bucket_s'])}; above {ERROR_RATE_THRESHOLD:.0%} "
+                f"in {threshold['buckets_above']} of {threshold['buckets']} {threshold['bucket_s']}-s windows)")
+    else:
+        text = (f"{machine}: error rate stayed at or below {ERROR_RATE_THRESHOLD:.0%} in every "
+                f"{threshold['bucket_s']}-s window")
+    count = first.get("active_users")
+    users = f" with {count} user{'s' if count != 1 else ''} active" if count else ""
+    kinds = load.get("errors_by_type") or []
+    by_kind = (": " + ", ".join(f"{k['error']} ({k['count']:,})" for k in kinds[:3])
+               + (", …" if len(kinds) > 3 else "")) if len(kinds) > 1 else ""
+    text += (f"; first error at {clock(first['at_s'])}: {first['label']}{users}; "
+             f"{load['all']['errors']:,} errors in all ({pct(load['all']['error_rate'], 2)} of "
+             f"{load['all']['samples']:,} requests){by_kind}.")
+    return text
+
+
+def _gc(machines: dict) -> list[str]:
+    sentences: list[str] = []
     for machine, entry in machines.items():
         gc = entry.get("gc")
         if gc and gc.get("time_in_gc_pct") is not None and gc.get("pause_count"):
@@ -99,7 +118,12 @@ def what_happened(summary: dict) -> list[str]:
                 + _lone_pause(gc))
         elif gc and gc.get("scope"):
             sentences.append(f"{machine}: no GC pause in its GC log ({gc['scope']}).")
-    # Memory
+    return sentences
+
+
+def _memory(run: dict, machines: dict) -> list[str]:
+    """Each machine's memory peak against its limit, and what that risks."""
+    sentences: list[str] = []
     swap_mib = number((run.get("memory_model") or {}).get("swap_mib")) or 0
     for machine, entry in machines.items():
         peak = (entry.get("memory") or {}).get("peak_bytes")
@@ -123,7 +147,12 @@ def what_happened(summary: dict) -> list[str]:
         sentences.append(f"{machine} peaked at {mib(peak)} of memory"
                          + (f", {share:.0%} of its {mib(limit)} limit" if limit else "")
                          + f" ({entry['memory']['source']})." + after)
-    # Process exits, OOM kills, crash files
+    return sentences
+
+
+def _events(machines: dict) -> list[str]:
+    """Process exits, OOM kills, crash files and unreadable results rows."""
+    sentences: list[str] = []
     for machine, entry in machines.items():
         events = entry.get("events") or {}
         sentences.extend(_exits(machine, [e for e in events.get("process_exits") or [] if isinstance(e, dict)]))

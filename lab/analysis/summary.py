@@ -16,25 +16,22 @@ import time
 from pathlib import Path
 
 from lab import budget, contract
-from lab.analysis import capacity, claims, gclog, inputs, limits, loadgen, memory, queues, thresholds, verdict
+from lab.analysis import capacity, claims, inputs, limits, loadgen, memory, queues, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
     THRESHOLD_BUCKET_S,
     THRESHOLD_MIN_SAMPLES,
     Samples,
-    analyze_load,
     read_results,
 )
 from lab.analysis.knobs_differ import knobs_differ
-from lab.analysis.pcp import analyze_pcp
+from lab.analysis.machine import machine_figures, step_load
 from lab.analysis.prose import LONE_PAUSE_FACTOR, lone_pause, what_happened
-from lab.load.openmodel import StepLoad
 from lab.names import MACHINES
 from lab.numbers import PERCENTILE_DEFINITION
 from lab.numbers import number as _number
 from lab.numbers import ratio as _ratio
-from lab.paths import LOCAL_ROOT
 from lab.runfolder import RunFolder
 
 SCHEMA = contract.SUMMARY_SCHEMA    # the shape summarize() writes: lab/contract.py's Summary
@@ -78,10 +75,73 @@ def _machines(run: RunFolder, record: dict, status: dict | None, knobs: dict | N
     return names + sorted(found - set(names))
 
 
-def _list_files(folder: Path, run: RunFolder) -> list[str]:
-    if not folder.is_dir():
-        return []
-    return sorted(run.relative(p) for p in folder.rglob("*") if p.is_file())
+def _samples(folder: RunFolder, machines: list[str], started: float | None, ended: float | None,
+             problems: list[str]) -> dict[str, Samples]:
+    """Each machine's JMeter samples within the run's time (a little margin each side); an unreadable results
+    file is a problem named, a machine without samples is left out."""
+    samples: dict[str, Samples] = {}
+    window_ms = (started * 1000 - RUN_MARGIN_MS, ended * 1000 + RUN_MARGIN_MS) \
+        if started is not None and ended is not None else None
+    for machine in machines:
+        path = folder.results(machine)
+        if path.is_file():
+            try:
+                found = read_results(path, window_ms)
+            except (OSError, ValueError) as error:
+                problems.append(f"{machine}: results.csv unreadable ({error})")
+                continue
+            if len(found):
+                samples[machine] = found
+    return samples
+
+
+def _run_entry(folder: RunFolder, run: dict, status: dict | None, profile: dict, backend: str | None,
+               started: float | None, ended: float | None, t0: float) -> dict:
+    """The summary's "run": what run.json says of it, and the time every figure counts from (t0)."""
+    return {"run_id": run.get("run_id") or folder.run_id, "backend": backend,
+            "backend_note": run.get("backend_note") or (status or {}).get("note"),
+            "backend_emulated": run.get("backend_emulated"),
+            "memory_model": run.get("memory_model"), "machine_profile": run.get("machine_profile"),
+            "schedule": run.get("schedule"), "profile": profile, "started_at": started, "ended_at": ended,
+            "duration_s": round(ended - started, 3) if started is not None and ended is not None else None,
+            "interrupted": run.get("interrupted"),
+            "ended": run.get("ended") if isinstance(run.get("ended"), dict) else None,
+            "host": run.get("host"), "versions": run.get("versions"),
+            "placement": run.get("placement") if isinstance(run.get("placement"), dict) else None,
+            "mode": run.get("mode"), "tuned_knobs": run.get("tuned_knobs"), "given_knobs": run.get("given_knobs"),
+            "configuration": run.get("configuration"), "configurations": run.get("configurations"),
+            "load_from": run.get("load_from"), "load_generator": run.get("load_generator"),
+            "t0": t0, "t0_basis": "run.json started_at" if started is not None else "first sample"}
+
+
+# What the summary's figures mean, written into it.
+DEFINITIONS = {"percentile": PERCENTILE_DEFINITION,
+               "steady_window": "end of the warm-up (MSER-5 on throughput and latency, never before the "
+                                "ramp-up's end) .. last sample's end",
+               "first_byte": "JMeter's Latency: from just before the request is sent to the first byte "
+                             "of the answer",
+               "connect": "JMeter's Connect: time to open the connection (0 when a kept-alive one is "
+                          "reused)",
+               "sample_time": "end of the sample (timeStamp + elapsed)",
+               "error_threshold": f"first {THRESHOLD_BUCKET_S}-s bucket (by sample end, from the run's "
+                                  f"start) of at least {THRESHOLD_MIN_SAMPLES} requests with an error "
+                                  f"rate above {ERROR_RATE_THRESHOLD:.0%}",
+               "gc_throughput": "100 % - time in GC pauses / length of the load window"}
+
+
+def _with_knobs(entry: dict, machine: str, machine_knobs: dict | None, run: dict, backend: str | None,
+                generator_cpu: list[dict], t0: float) -> None:
+    """What the machine's knobs (knobs.json) add to its figures: the backend's concurrency, the memory budget, and
+    at a capacity run's knee, the host's CPUs and the first full queue with its knob."""
+    # How many requests the mock answers at once (0: no limit): a backend that queues the service's calls sets the
+    # pace whatever its CPU (the verdict's backend-bound).
+    entry["backend_max_concurrency"] = (machine_knobs or {}).get("mock_service_max_concurrency")
+    entry["memory"]["budget"] = _budget(machine, machine_knobs, run, backend, entry)
+    knee = (entry.get("capacity") or {}).get("at_knee")
+    if knee and isinstance(machine_knobs, dict):
+        knee["host"] = _host_at(generator_cpu, run, t0, knee)
+        knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")),
+                                             _number((entry.get("resources") or {}).get("ncpu")))
 
 
 def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> dict:
@@ -98,77 +158,31 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     backend = run.get("backend") or (status or {}).get("backend")
     machines = _machines(folder, run, status, knobs)
 
-    samples: dict[str, Samples] = {}
-    started = _number(run.get("started_at"))
-    ended = _number(run.get("ended_at"))
-    window_ms = (started * 1000 - RUN_MARGIN_MS, ended * 1000 + RUN_MARGIN_MS) \
-        if started is not None and ended is not None else None
-    for machine in machines:
-        path = folder.results(machine)
-        if path.is_file():
-            try:
-                found = read_results(path, window_ms)
-            except (OSError, ValueError) as error:
-                problems.append(f"{machine}: results.csv unreadable ({error})")
-                continue
-            if len(found):
-                samples[machine] = found
+    started, ended = _number(run.get("started_at")), _number(run.get("ended_at"))
+    samples = _samples(folder, machines, started, ended, problems)
     t0 = started if started is not None else (
         min(min(s.start) for s in samples.values()) / 1000.0 if samples else time.time())
 
     summary: dict = {
         "schema": SCHEMA, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
-        "run": {"run_id": run.get("run_id") or folder.run_id, "backend": backend,
-                "backend_note": run.get("backend_note") or (status or {}).get("note"),
-                "backend_emulated": run.get("backend_emulated"),
-                "memory_model": run.get("memory_model"), "machine_profile": run.get("machine_profile"),
-                "schedule": run.get("schedule"), "profile": profile, "started_at": started, "ended_at": ended,
-                "duration_s": round(ended - started, 3) if started is not None and ended is not None else None,
-                "interrupted": run.get("interrupted"),
-                "ended": run.get("ended") if isinstance(run.get("ended"), dict) else None,
-                "host": run.get("host"), "versions": run.get("versions"),
-                "placement": run.get("placement") if isinstance(run.get("placement"), dict) else None,
-                "mode": run.get("mode"), "tuned_knobs": run.get("tuned_knobs"), "given_knobs": run.get("given_knobs"),
-                "configuration": run.get("configuration"), "configurations": run.get("configurations"),
-                "load_from": run.get("load_from"), "load_generator": run.get("load_generator"),
-                "t0": t0, "t0_basis": "run.json started_at" if started is not None else "first sample"},
-        "definitions": {"percentile": PERCENTILE_DEFINITION,
-                        "steady_window": "end of the warm-up (MSER-5 on throughput and latency, never before the "
-                                         "ramp-up's end) .. last sample's end",
-                        "first_byte": "JMeter's Latency: from just before the request is sent to the first byte "
-                                      "of the answer",
-                        "connect": "JMeter's Connect: time to open the connection (0 when a kept-alive one is "
-                                   "reused)",
-                        "sample_time": "end of the sample (timeStamp + elapsed)",
-                        "error_threshold": f"first {THRESHOLD_BUCKET_S}-s bucket (by sample end, from the run's "
-                                           f"start) of at least {THRESHOLD_MIN_SAMPLES} requests with an error "
-                                           f"rate above {ERROR_RATE_THRESHOLD:.0%}",
-                        "gc_throughput": "100 % - time in GC pauses / length of the load window"},
-        "machines": {}, "problems": problems,
+        "run": _run_entry(folder, run, status, profile, backend, started, ended, t0),
+        "definitions": dict(DEFINITIONS), "machines": {}, "problems": problems,
     }
     series: dict = {"t0": t0, "machines": {}}
 
     # jmeter/loadgen.csv, read once for every machine's knee (a capacity run's; the verdict reads it for the load)
-    generator_cpu = loadgen.read(folder.jmeter.loadgen) if _step_load(run) is not None else []
+    generator_cpu = loadgen.read(folder.jmeter.loadgen) if step_load(run) is not None else []
     for machine in machines:
-        entry, machine_series = _summarize_machine(folder, machine, samples.get(machine), t0, ramp_s, backend,
-                                                   status, run, use_gcviewer)
-        # How many requests the mock answers at once (knobs.json; 0: no limit): a backend that queues the service's
-        # calls sets the pace whatever its CPU (the verdict's backend-bound).
-        entry["backend_max_concurrency"] = ((knobs or {}).get(machine) or {}).get("mock_service_max_concurrency")
-        entry["memory"]["budget"] = _budget(machine, (knobs or {}).get(machine), run, backend, entry)
-        knee, machine_knobs = (entry.get("capacity") or {}).get("at_knee"), (knobs or {}).get(machine)
-        if knee and isinstance(machine_knobs, dict):
-            knee["host"] = _host_at(generator_cpu, run, t0, knee)
-            knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")),
-                                                 _number((entry.get("resources") or {}).get("ncpu")))
+        entry, machine_series = machine_figures(folder, machine, samples.get(machine), t0, ramp_s, backend,
+                                                status, run, use_gcviewer)
+        _with_knobs(entry, machine, (knobs or {}).get(machine), run, backend, generator_cpu, t0)
         summary["machines"][machine] = entry
         series["machines"][machine] = machine_series
         problems.extend(f"{machine}: {p}" for p in entry["missing"])
 
     summary["comparison"] = _comparison(summary["machines"])
     summary["limits"] = limits.analyze(folder, run, summary["machines"], problems)
-    if _step_load(run) is not None:
+    if step_load(run) is not None:
         summary["capacity"] = capacity.compare({name: m.get("capacity") or {} for name, m in summary["machines"].items()})
         summary["capacity"]["generator"] = capacity.generator_ceiling(folder.jmeter.generator)
     # A trial is not judged alone: its repeated run checks the thresholds on the trials' means.
@@ -183,114 +197,6 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
         folder.write_json(folder.summary_json, summary)
         folder.write_json(folder.series_json, series, compact=True)
     return summary
-
-
-def _summarize_machine(folder: RunFolder, machine: str, samples: Samples | None, t0: float, ramp_s: float,
-                       backend: str | None, status: dict | None, run: dict, use_gcviewer: bool) -> tuple[dict, dict]:
-    missing: list[str] = []
-    series: dict = {}
-    entry: dict = {"missing": missing}
-
-    results = folder.results(machine)
-    dashboard = folder.dashboard(machine)
-    steps = _step_load(run)
-    window: tuple[float, float] | None          # the steady state's, and the whole load's (epoch seconds)
-    load_window: tuple[float, float] | None
-    if samples:
-        entry["load"] = analyze_load(samples, t0, ramp_s, series.setdefault("load", {}), steady=steps is None)
-        if steps is not None:
-            entry["capacity"] = capacity.with_refined(capacity.analyze(samples, steps, t0),
-                                                      folder.jmeter.refine(machine), t0)
-        window = (entry["load"]["window"]["start_at"], entry["load"]["window"]["end_at"])
-        load_window = (t0 + entry["load"]["load_start_s"], t0 + entry["load"]["load_end_s"])
-    else:
-        entry["load"] = None
-        missing.append(f"no JMeter results (jmeter/{machine}/results.csv "
-                       f"{'has no samples' if results.is_file() else 'missing'})")
-        window = load_window = None
-
-    # GC over the steady window (the load's steady state), whole log if no window or wall clock.
-    gc_dir = folder.evidence(machine, "gc")
-    if gclog.log_files(gc_dir):
-        gc = gclog.analyze(gc_dir, window, use_gcviewer=use_gcviewer)
-        series["gc"] = [{"t": round(p["at"] - t0, 4) if p["at"] is not None else None, "uptime_s": p["uptime_s"],
-                         "pause_ms": p["pause_ms"], "heap_after_bytes": p["heap_after_bytes"],
-                         "heap_before_bytes": p["heap_before_bytes"], "heap_total_bytes": p["heap_total_bytes"],
-                         "kind": p["kind"]} for p in gc.pop("series")]
-        entry["gc"] = gc
-    else:
-        entry["gc"] = None
-        missing.append(f"no GC log (machines/{machine}/gc/)")
-
-    # PCP: resources over the whole load (ramp-up included: that is when things change).
-    pcp_dir = folder.evidence(machine, "pcp")
-    # The machine's processes on a shared host: its folder in their command line (run.json's optional
-    # machine_homes, else the local backend's folder, else any …/machines/<name>/).
-    homes = run["machine_homes"] if isinstance(run.get("machine_homes"), dict) else {}
-    markers = [homes[machine].rstrip("/") + "/"] if isinstance(homes.get(machine), str) and homes[machine] else []
-    if backend == "local":
-        markers.append(f"{LOCAL_ROOT}/machines/{machine}/")
-    resources = analyze_pcp(pcp_dir, machine, backend, t0, load_window, series, markers)
-    entry["resources"] = resources
-    if not resources.get("archive"):
-        missing.append(f"no PCP archive (machines/{machine}/pcp/)")
-
-    events, event_problem = inputs.read_events(folder, machine)
-    entry["events"] = events
-    if event_problem:
-        missing.append(event_problem)
-    if events:
-        for exit_ in events.get("process_exits") or []:
-            at = _number(exit_.get("at")) if isinstance(exit_, dict) else None
-            if at is not None:
-                exit_["at_s"] = round(at - t0, 3)
-
-    if entry.get("capacity"):
-        entry["capacity"]["at_knee"] = capacity.at_knee(entry["capacity"], series, events)
-    entry["memory"] = memory.figures(resources, events, backend)
-    family = resources.get("process_metrics") or "proc"
-    if resources.get("proc_cpu_cores_mean") is not None:
-        entry["cpu"] = {"mean_cores": resources["proc_cpu_cores_mean"], "max_cores": resources["proc_cpu_cores_max"],
-                        "source": f"PCP: {family}.psinfo.utime + stime of the machine's processes, over the load"}
-    elif resources.get("host_cpu_cores_mean") is not None and backend != "local":
-        entry["cpu"] = {"mean_cores": resources["host_cpu_cores_mean"], "max_cores": None,
-                        "source": "PCP: kernel.all.cpu.user + sys, over the load"}
-    else:
-        entry["cpu"] = {"mean_cores": None, "max_cores": None, "source": None}
-
-    state = ((status or {}).get("machines") or {}).get(machine) if status else None
-    if isinstance(state, dict):
-        entry["url"] = state.get("url")
-        entry["address"] = state.get("address")
-        entry["processes"] = state.get("processes")
-        entry["observed"] = state.get("observed")
-    else:
-        entry["url"] = entry["address"] = entry["processes"] = entry["observed"] = None
-        missing.append("not in status.json")
-
-    crash = _list_files(folder.evidence(machine, "crash"), folder)
-    entry["crash_files"] = crash
-    entry["files"] = {
-        "results": folder.relative(results) if results.is_file() else None,
-        "dashboard": folder.relative(dashboard) if dashboard.is_file() else None,
-        "archive": [folder.relative(Path(a)) for a in resources["archive"].split(",")] if resources.get("archive") else [],
-        "gc_logs": _list_files(gc_dir, folder),
-        "logs": _list_files(folder.evidence(machine, "logs"), folder),
-        "crash": crash,
-        "events": folder.relative(folder.events_json(machine)) if (folder.events_json(machine)).is_file() else None,
-    }
-    if not dashboard.is_file() and samples:
-        missing.append("no JMeter dashboard")
-    return entry, series
-
-
-def _step_load(run: dict) -> StepLoad | None:
-    """A capacity run's steps, from run.json's profile (None for a closed model's run, or a bad profile)."""
-    profile = run["profile"] if isinstance(run.get("profile"), dict) else {}
-    try:
-        return capacity.step_load(profile)
-    except (TypeError, ValueError):
-        return None
 
 
 def _measured_capacity(machine: dict) -> float | None:

@@ -105,6 +105,21 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
     unchecked: list[str] = []
     load = entry.get("load") or {}
     window = load.get("window") or {}
+    _judge_window(name, load, window, findings, checked, unchecked, alone)
+    _judge_client_errors(name, load, findings, checked, alone)
+    _judge_host(name, load, window, placement, rows, schedule, findings, checked, unchecked, alone)
+    _judge_steps(name, entry.get("capacity") or {}, findings, checked)
+    _judge_backend(name, entry, findings, checked, alone)
+    _judge_backend_limit(name, limits or {}, findings, checked)
+    _judge_memory(name, entry, swap_mib, findings, checked)
+    findings.sort(key=_rank)
+    return {"verdict": findings[0]["kind"] if findings else ("unknown" if unchecked else "valid"),
+            "findings": findings, "checked": checked, "unchecked": unchecked}
+
+
+def _judge_window(name: str, load: dict, window: dict, findings: list[dict], checked: list[str],
+                  unchecked: list[str], alone: bool) -> None:
+    """Whether the machine reached a steady state, and which part of its load the figures cover."""
     if not load:
         unchecked.append("no JMeter results")
     else:
@@ -120,7 +135,12 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
         elif window.get("start_s") is not None:
             checked.append(f"steady from {clock(window['start_s'])} ({window.get('warmup_s') or 0:.0f} s of warm-up "
                            f"after the ramp-up) to {clock(window.get('end_s'))}")
-    _judge_client_errors(name, load, findings, checked, alone)
+
+
+def _judge_host(name: str, load: dict, window: dict, placement: dict, rows: list[dict], schedule: str | None,
+                findings: list[dict], checked: list[str], unchecked: list[str], alone: bool) -> None:
+    """The host's CPUs and JMeter's over the machine's steady window (jmeter/loadgen.csv): host-bound where a
+    shared host had almost none idle, load-generator-bound where JMeter filled its CPUs."""
     host = loadgen.over(rows, window["start_at"], window["end_at"]) if window.get("duration_s", 0) > 0 else None
     shared = not placement.get("dedicated", False)
     if load and not host:
@@ -142,7 +162,10 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                                          "loaded: the load generator, not the machine, set the pace."})
         elif host["loadgen_cores"] is not None:
             checked.append(f"JMeter {host['loadgen_cores']:.2f} cores of {cpus}")
-    _judge_steps(name, entry.get("capacity") or {}, findings, checked)
+
+
+def _judge_backend(name: str, entry: dict, findings: list[dict], checked: list[str], alone: bool) -> None:
+    """The mock backend's CPU (single-threaded: a core is all it has), else its queue, else the service's pool."""
     backend = number(((entry.get("resources") or {}).get("cpu_cores_mean_by_role") or {}).get("backend"))
     if backend is not None and backend > BACKEND_CPU_MAX_CORES:
         findings.append({"kind": "backend-bound", "machine": name, "figures": {"backend_cpu_cores": backend},
@@ -152,7 +175,10 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
     elif (not _judge_backend_queue(name, entry, findings, alone)
           and not _judge_client_pool(name, entry, findings, checked, alone) and backend is not None):
         checked.append(f"backend {backend:.2f} cores")
-    _judge_backend_limit(name, limits or {}, findings, checked)
+
+
+def _judge_memory(name: str, entry: dict, swap_mib: float, findings: list[dict], checked: list[str]) -> None:
+    """Page-ins (memory short of what it works with), and the peak against the machine's limit."""
     memory = entry.get("memory") or {}
     peak = number(memory.get("peak_bytes"))
     limit = number((entry.get("observed") or {}).get("jvm_memory_limit_bytes"))
@@ -182,10 +208,6 @@ def _judge_machine(name: str, entry: dict, placement: dict, rows: list[dict], sc
                                             "only up to this load.")})
         else:
             checked.append(f"memory peak {peak / limit:.0%} of {mib(limit)}")
-    findings.sort(key=_rank)
-    return {"verdict": findings[0]["kind"] if findings else ("unknown" if unchecked else "valid"),
-            "findings": findings, "checked": checked, "unchecked": unchecked}
-
 
 def _understated(alone: bool) -> str:
     return "its throughput understates what its knobs can buy" if alone else "the ratio understates what the tuning can buy"

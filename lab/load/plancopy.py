@@ -42,7 +42,7 @@ def write_copy(reading: PlanReading, chosen: dict[str, str], targets: dict[str, 
     its samples to ${__P(MACHINE.results)}; samplers of a machine not loaded now disabled, and thread groups
     left with none; every thread group bounded by duration_s; files the plan writes put in `files`, files it
     reads found beside the original."""
-    root = parse(reading.path)
+    root = parse(reading.data, reading.path)
     collector = _lab_collector()
     _rewrite(root[0], iter(reading.samplers), chosen, targets, collector, duration_s, files,
              reading.path.parent.resolve(), [])

@@ -96,9 +96,14 @@ def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Ta
     if isinstance(profile, StepLoad):
         return open_plan(PLAN, folder.open_plan)
     if isinstance(profile, userplan.OwnPlan):
+        # Read again, as it is now: the copy and the plan kept beside it are of the same bytes, whose hosts were mapped
         reading = userplan.read(Path(profile.plan), profile.plan_properties)
+        unmapped = [host for host in reading.hosts if host not in profile.plan_map]
+        if unmapped:
+            raise LoadError(f"--plan {profile.plan} changed since the run began: its samplers now go to {unmapped[0]}, "
+                            f"which is no machine's (mapped: {', '.join(profile.plan_map)}); nothing was sent there")
         if not folder.own_plan.is_file():
-            shutil.copyfile(reading.path, folder.own_plan)
+            folder.own_plan.write_bytes(reading.data)
         targets = {t.machine: plancopy.Target(t.protocol, t.host, t.port) for t in phase}
         return plancopy.write_copy(reading, profile.plan_map, targets, profile.duration_s,
                                    folder.own_plan_run([t.machine for t in phase]), folder.plan_files)

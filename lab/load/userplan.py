@@ -55,6 +55,8 @@ class PlanReading:
     samplers: tuple[HttpSampler, ...]
     not_analysed: tuple[str, ...] = ()      # non-HTTP samplers ("name (kind)"): they run, nothing is attributed
     writes: tuple[str, ...] = ()            # files its listeners would write, as the plan names them
+    data: bytes = field(default=b"", repr=False)    # the file's bytes as read: the copy is made of these, not of
+                                                    # what the file holds by then
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -138,13 +140,12 @@ def enabled(element: ElementTree.Element) -> bool:
     return element.get("enabled", "true") != "false"
 
 
-def parse(path: Path) -> ElementTree.Element:
-    """The plan's XML root; PlanError when it is not a JMeter plan."""
+def parse(data: bytes, path: Path) -> ElementTree.Element:
+    """The plan's XML root, from its bytes as read once (path: where they came from, for the messages); PlanError
+    when it is not a JMeter plan."""
     try:
-        root = ElementTree.parse(path).getroot()
-    except FileNotFoundError as error:
-        raise PlanError(f"--plan {path}: no such file") from error
-    except (OSError, ElementTree.ParseError) as error:
+        root = ElementTree.fromstring(data)
+    except ElementTree.ParseError as error:
         raise PlanError(f"--plan {path}: not a JMeter plan ({error})") from error
     if root.tag != "jmeterTestPlan" or root.find("hashTree/TestPlan") is None:
         raise PlanError(f"--plan {path}: not a JMeter plan (no jmeterTestPlan with a TestPlan: save it from JMeter "
@@ -174,13 +175,19 @@ class _Found:
 def read(path: Path, properties: dict[str, str] | None = None) -> PlanReading:
     """What the plan does, read from it with the properties it is given; PlanError for a plan the lab cannot
     run, naming what is wrong."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as error:
+        raise PlanError(f"--plan {path}: no such file") from error
+    except OSError as error:
+        raise PlanError(f"--plan {path}: unreadable ({error.strerror or error})") from error
     found = _Found()
-    _walk(parse(path)[0], _Scope(properties=dict(properties or {})), found, path)
+    _walk(parse(data, path)[0], _Scope(properties=dict(properties or {})), found, path)
     if not found.samplers:
         raise PlanError(f"--plan {path}: no HTTP sampler (enabled, in a thread group): the lab loads its machines "
                         f"over HTTP{'; it has ' + ', '.join(found.not_analysed) if found.not_analysed else ''}")
     return PlanReading(path, tuple(found.groups), tuple(found.samplers), tuple(found.not_analysed),
-                       tuple(found.writes))
+                       tuple(found.writes), data)
 
 
 def _walk(tree: ElementTree.Element, scope: _Scope, found: _Found, path: Path) -> None:
@@ -251,6 +258,7 @@ def _sampler(element: ElementTree.Element, scope: _Scope, path: Path) -> HttpSam
         raise PlanError(f"--plan {path}: {where} goes to {host or 'no host'!r}, which the plan does not name (a "
                         "variable set at run time, a property without a default, or no server name and no HTTP "
                         "Request Defaults): give the property (--property NAME=HOST) or the plan a host name")
+    host = host.lower()                         # a host name is case-insensitive: one host, however written
     port = values["port"] or str(DEFAULT_PORTS[protocol])
     if not port.isdigit():
         raise PlanError(f"--plan {path}: {where} has port {values['port']!r}, which the plan does not make a number")
@@ -293,7 +301,7 @@ def _typed_map(typed: str, hosts: tuple[str, ...], path: Path) -> dict[str, str]
         host, equals, machine = part.partition("=")
         if not equals or not host.strip():
             raise PlanError(f"--map {typed}: {part!r} is not HOST=MACHINE (e.g. --map {_suggestion(hosts)})")
-        host, machine = host.strip(), machine.strip()
+        host, machine = host.strip().lower(), machine.strip()
         if machine not in MACHINES:
             raise PlanError(f"--map {typed}: {machine!r} is not a machine: the machines are {', '.join(MACHINES)}")
         if host not in hosts:
@@ -351,3 +359,27 @@ def profile(reading: PlanReading, chosen: dict[str, str], duration_s: int | None
                    response_timeout_ms=longest or OwnPlan.response_timeout_ms, plan=str(reading.path.resolve()),
                    plan_map=dict(chosen), plan_not_analysed=list(reading.not_analysed),
                    plan_properties=dict(properties or {}))
+
+
+def shown(profile: OwnPlan) -> list[str]:
+    """What the run will do with the plan, for the terminal before it starts: each thread group with its load
+    and bound, each sampler with where it goes and which machine that is, what is not analysed, and the files
+    its listeners write (kept in the run folder instead)."""
+    reading = read(Path(profile.plan), profile.plan_properties)
+    lines = [f"Your plan: {profile.plan} (run unchanged but for where it goes; its hosts: "
+             + ", ".join(f"{host} -> {machine}" for host, machine in profile.plan_map.items()) + ")"]
+    for group in reading.groups:
+        ends = ("loops forever" if group.forever else f"its own bound {group.duration_s} s" if group.duration_s
+                else "until its loops end")
+        bound = f"; stopped at {profile.duration_s} s at the latest" if not group.duration_s or \
+            group.duration_s > profile.duration_s else ""
+        lines.append(f"  {group.name}: {group.users} users, ramp {group.ramp_s} s, {ends}{bound}")
+        lines.extend(f"    {sampler.name}: {sampler.protocol}://{sampler.host}:{sampler.port}{sampler.path} -> "
+                     f"{profile.plan_map.get(sampler.host, 'no machine')}" for sampler in reading.samplers
+                     if sampler.group == group.name)
+    if reading.not_analysed:
+        lines.append(f"  not analysed (not HTTP: they run, their samples are not read): {', '.join(reading.not_analysed)}")
+    if reading.writes:
+        lines.append(f"  its listeners write in the run folder's jmeter/plan-files/, not to: {', '.join(reading.writes)}")
+    return lines
+

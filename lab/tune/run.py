@@ -193,13 +193,14 @@ def result(study: Study, tuning: Tuning, space: Space, plan: Plan, base: dict) -
              "importance": importance, "best_so_far": best_so_far,
              "feasible": sum(r.feasible for r in measured), "measured": sum(r.measured for r in measured),
              "set_aside": sum(not r.measured for r in measured),
-             "sentence": _sentence(best, importance, len(measured)), "queued_at": _queued_at(measured)}
+             "sentence": _sentence(best, importance, len(measured)), "bound_at_knee": _bound_at_knee(measured)}
     tuning.update(result=found, ended_at=time.time())
     return found
 
 
-def _queued_at(measured: list[Record]) -> dict[str, int]:
-    """Where the measured configurations' requests queued at their knees: how many at each pool, and at none."""
+def _bound_at_knee(measured: list[Record]) -> dict[str, int]:
+    """What bound the measured configurations at their knees (figures["queued_at"]: the host's CPUs, else the
+    deepest full pool): how many at each, and at none."""
     found = Counter(r.figures.get("queued_at") or "no pool full" for r in measured
                     if r.measured and r.figures.get("at_knee"))
     return dict(found.most_common())
