@@ -205,10 +205,11 @@ def given(args: argparse.Namespace, option: str) -> Any:
 
 def experiment(args: argparse.Namespace) -> Experiment:
     """The experiment the options (and the scenario file they name) ask for."""
-    if given(args, "--plan") is not None:
-        return _own_plan(args)
+    own = given(args, "--plan") is not None
+    if own:
+        _check_plan_options(args)
     for option in ("--map", "--property"):
-        if given(args, option) is not None:
+        if not own and given(args, option) is not None:
             typed = args.map if option == "--map" else " --property ".join(args.property)
             raise StepFailed(f"{option} {typed}: is for a plan of yours: give --plan FILE.jmx too")
     chosen = _scenario(args)
@@ -229,7 +230,7 @@ def experiment(args: argparse.Namespace) -> Experiment:
                              "--step-rate, --step-length, --max-rate)")
         profile: load.Profile = step_load(args, base if isinstance(base, load.StepLoad) else None)
     else:
-        profile = _profile(args, base if isinstance(base, load.LoadProfile) else None)
+        profile = _own_plan(args) if own else _profile(args, base if isinstance(base, load.LoadProfile) else None)
     if model == "open" and given(args, "--limits"):
         raise StepFailed("--limits: an open model has no fixed number of users to measure the host's limits at")
     typed = _thresholds(args)
@@ -262,8 +263,8 @@ def experiment(args: argparse.Namespace) -> Experiment:
 _NOT_WITH_PLAN = ("--users", "--ramp", "--think", "--quick", "--scenario", "--limits")
 
 
-def _own_plan(args: argparse.Namespace) -> Experiment:
-    """run --plan: the user's plan read, its hosts mapped to the machines, its load bounded."""
+def _check_plan_options(args: argparse.Namespace) -> None:
+    """run --plan: the options a plan of the user's own decides itself, or the lab cannot yet run it with."""
     wrong = next((option for option in _NOT_WITH_PLAN if given(args, option)), None)
     if wrong:
         raise StepFailed(f"{wrong} with --plan {args.plan}: the plan sets its own users, ramp-up and think time"
@@ -273,24 +274,17 @@ def _own_plan(args: argparse.Namespace) -> Experiment:
     if (given(args, "--load-from") or "here") != "here":
         raise StepFailed(f"--load-from {args.load_from} with --plan {args.plan}: a plan of yours runs in JMeter on "
                          "this host")
+
+
+def _own_plan(args: argparse.Namespace) -> userplan.OwnPlan:
+    """run --plan's load: the user's plan read, its hosts mapped to the machines, bounded by --duration."""
     properties = _plan_properties(given(args, "--property") or [])
     reading = userplan.read(Path(args.plan), properties)
     chosen = userplan.mapping(reading, given(args, "--map"))
     duration = given(args, "--duration")
     if duration is not None and duration < 1:
         raise StepFailed(f"--duration {duration}: must be 1 or more")
-    profile = userplan.profile(reading, chosen, duration, properties)
-    limits = _thresholds(args)
-    closed_only = [name for name in limits if name.rpartition(".")[2] == "capacity_rps_min"]
-    if closed_only:
-        raise StepFailed(f"threshold {closed_only[0]}: a capacity is measured by ./start.sh capacity")
-    repeat = given(args, "--repeat") or 1
-    if repeat < 1:
-        raise StepFailed(f"--repeat {repeat}: must be 1 or more")
-    if given(args, "--stop-on-fail"):
-        _check_stop_on_fail(limits, repeat, f"--repeat {repeat}")
-    return Experiment(profile=profile, schedule=given(args, "--schedule"), repeat=repeat, limits=limits,
-                      a_a=bool(given(args, "--aa")), stop_on_fail=bool(given(args, "--stop-on-fail")))
+    return userplan.profile(reading, chosen, duration, properties)
 
 
 def _plan_properties(typed: list[str]) -> dict[str, str]:

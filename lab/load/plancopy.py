@@ -24,6 +24,7 @@ from lab.load.userplan import (
     pairs,
     parse,
     prop,
+    property_element,
 )
 
 # The run's copy -----------------------------------------------------------------------------------------
@@ -84,8 +85,8 @@ def _rewrite(tree: ElementTree.Element, samplers: Iterator[HttpSampler], chosen:
                 inner = True
             else:
                 element.set("enabled", "false")
-        elif element.tag in WRITERS and prop(element, WRITERS[element.tag]).strip():
-            name = Path(prop(element, WRITERS[element.tag]).strip().replace("\\", "/")).name or "results"
+        elif element.tag in WRITERS and (named := prop(element, WRITERS[element.tag]).strip()):
+            name = Path(named.replace("\\", "/")).name or "results"
             written.append(name)                # numbered: two listeners may name the same file in two folders
             _set(element, WRITERS[element.tag], str(files / f"{len(written)}-{name}"))
         elif element.tag in READERS and (named := prop(element, READERS[element.tag]).strip()) \
@@ -123,8 +124,7 @@ def _bound(group: ElementTree.Element, duration_s: int) -> None:
 
 
 def _set(element: ElementTree.Element, name: str, value: str, tag: str = "stringProp") -> None:
-    for child in element:
-        if child.get("name") == name and child.tag in ("stringProp", "intProp", "longProp", "boolProp"):
-            child.text = value
-            return
-    ElementTree.SubElement(element, tag, {"name": name}).text = value
+    found = property_element(element, name)
+    if found is None:
+        found = ElementTree.SubElement(element, tag, {"name": name})
+    found.text = value

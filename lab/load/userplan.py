@@ -113,11 +113,15 @@ def _value(inner: str, variables: dict[str, str], properties: dict[str, str]) ->
     return "${" + inner + "}"
 
 
+def property_element(element: ElementTree.Element, name: str) -> ElementTree.Element | None:
+    """The element's JMeter property of that name (a stringProp, intProp, longProp or boolProp), if it has one."""
+    return next((child for child in element if child.get("name") == name
+                 and child.tag in ("stringProp", "intProp", "longProp", "boolProp")), None)
+
+
 def prop(element: ElementTree.Element, name: str) -> str:
-    for child in element:
-        if child.get("name") == name and child.tag in ("stringProp", "intProp", "longProp", "boolProp"):
-            return child.text or ""
-    return ""
+    found = property_element(element, name)
+    return (found.text or "") if found is not None else ""
 
 
 def _arguments(element: ElementTree.Element) -> dict[str, str]:
