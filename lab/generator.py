@@ -50,9 +50,10 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
             problems.append(f"the load generator's ceiling was not measured: on the {backend.name} backend JMeter "
                             "sends from this host's own network, where the lab starts no target")
             return
+        steps = ceiling.profile(profile.slo, profile.max_rps)
         try:
-            with step(f"Measuring the load generator's ceiling ({ceiling.profile(profile.slo).describe()})"):
-                ceiling.measure(network, folder.jmeter.generator, profile.slo, cpus)
+            with step(f"Measuring the load generator's ceiling ({steps.describe()})"):
+                ceiling.measure(network, folder.jmeter.generator, steps, cpus)
         except LabError as error:
             problems.append(f"the load generator's ceiling was not measured: {error}")
             return

@@ -11,7 +11,7 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,6 +175,16 @@ SECRET = re.compile(r"secret|password|token", re.IGNORECASE)
 MASKED = "(secret: not shown)"
 
 
+def masked(value: object) -> object:
+    """value with every secret's value not shown: a key SECRET names, at any depth of its mappings and lists (a
+    profile's `camel_app_datasource: {password: ...}` as much as a top-level `httpd_ajp_secret`)."""
+    if isinstance(value, Mapping):
+        return {key: MASKED if SECRET.search(str(key)) else masked(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked(item) for item in value]
+    return value
+
+
 def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes: tuple[str, ...],
              extra_vars: dict[str, Path] | None = None, profile: Path | None = None) -> dict[str, dict]:
     """Each host's knobs (variables with these prefixes) as its roles get them: the roles' defaults, then
@@ -204,6 +214,8 @@ def rendered(inventory: Path, ansible_dir: Path, hosts: Iterable[str], prefixes:
         if profile:
             variables.update(loader.load_from_file(str(profile.resolve()), trusted_as_template=True) or {})
         variables.update({key: MASKED for key in variables if SECRET.search(key)})
+        # and a knob's nested ones (not hostvars' and the like: only the knobs are shown)
+        variables.update({key: masked(variables[key]) for key in variables if key.startswith(prefixes)})
         templar = Templar(loader=loader, variables=variables)
         knobs[name] = {key: _render(templar, variables[key]) for key in sorted(variables) if key.startswith(prefixes)}
     return knobs

@@ -36,8 +36,7 @@ class Profile:
     def as_json(self) -> dict:
         """What run.json keeps (a run folder may be shared): a secret's value is not shown."""
         return {"name": self.name, "file": str(self.file),
-                "variables": {key: knobs.MASKED if knobs.SECRET.search(str(key)) else value
-                              for key, value in self.variables().items()}}
+                "variables": knobs.masked(self.variables())}
 
 
 def shipped() -> list[str]:

@@ -57,3 +57,13 @@ def test_the_ceiling_is_judged_by_the_capacity_runs_own_slo():
     assert steps.slo == slo and steps.stop_after_misses == 2 and steps.stop_when_behind
     assert steps.warmup_s > 0               # JMeter starts cold: its first seconds are not judged
     assert steps.rates()[0] == ceiling.STEPS.start_rps and steps.duration_s < 60     # a minute at most
+
+
+@pytest.mark.parametrize(("reach", "last"), [(600, 1200), (800, 1200), (801, 1600), (100, 800), (1600, 2000),
+                                             (2500, 3200), (10_000, 3200)])
+def test_the_ceilings_steps_end_one_step_past_what_the_run_sends(reach, last):
+    # a ceiling above the run's last step changes no step's judgement: measuring it costs time and says nothing more
+    steps = ceiling.profile(Slo(), reach)
+    assert steps.rates()[-1] == last and steps.start_rps == ceiling.STEPS.start_rps, steps.rates()
+    assert steps.stop_after_misses == ceiling.STEPS.stop_after_misses and steps.stop_when_behind
+    assert ceiling.profile(Slo()).rates() == ceiling.STEPS.rates()        # no reach: every step

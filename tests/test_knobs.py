@@ -61,12 +61,18 @@ def test_the_runs_knobs_are_rendered_and_secrets_never_shown(ansible_copy):
     made = {secrets / f"{name}-ajp-secret": f"s3cret{name}0123456789abcdefghijk" for name in ("default", "tuned")}
     for path, value in made.items():
         path.write_text(value + "\n")
+    # a secret nested in a knob's value, fed by a lookup that must never run
+    host_vars = ansible_copy / "host_vars" / "tuned.yml"
+    host_vars.write_text(host_vars.read_text() + "\ncamel_app_extra: {user: lab, api_token: \"{{ lookup('pipe', "
+                         "'touch " + str(secrets / "looked-up") + "') }}\"}\n")
     machines = rendered(inventory, ansible_copy, ["default", "tuned"], KNOB_PREFIXES)
     default, tuned = machines["default"], machines["tuned"]
     assert default["httpd_mpm"] == "prefork" and tuned["httpd_mpm"] == "worker"       # role default, host_vars
     assert tuned["camel_app_gc_log_options"].startswith("-Xlog:gc*:file=/var/lib/camel-tuning-lab/machines/tuned/")
     assert not any("{{" in str(value) for machine in machines.values() for value in machine.values())
     assert tuned["camel_app_ajp_secret"] == MASKED and tuned["httpd_ajp_secret"] == MASKED
+    assert tuned["camel_app_extra"] == {"user": "lab", "api_token": MASKED}
+    assert not (secrets / "looked-up").exists()
     assert sorted(ansible_copy.parent.rglob("*ajp-secret*")) == sorted(made)     # none made by a lookup
     for value in made.values():
         assert value not in json.dumps(machines)

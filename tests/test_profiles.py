@@ -272,8 +272,13 @@ def test_the_bytes_a_profile_is_checked_in_are_the_bytes_hashed_and_handed_on(re
 
 def test_a_profiles_secret_is_not_kept_in_a_run_folder(tmp_path: Path):
     mine = tmp_path / "mine.yml"
-    mine.write_text("httpd_ajp_secret: hunter2\ncamel_app_ajp_secret: hunter2\nhttpd_tls_enabled: true\n")
+    mine.write_text("httpd_ajp_secret: hunter2\ncamel_app_ajp_secret: hunter2\nhttpd_tls_enabled: true\n"
+                    "httpd_mpm_event_settings:\n  StartServers: 2\n  Password: hunter2\n"
+                    "  keys: [{name: a, token: hunter2}]\n")
     kept = profiles.find(str(mine)).as_json()
+    # at any depth, by the key's name; the rest as written
     assert kept["variables"] == {"httpd_ajp_secret": knobs.MASKED, "camel_app_ajp_secret": knobs.MASKED,
-                                 "httpd_tls_enabled": True}
+                                 "httpd_tls_enabled": True,
+                                 "httpd_mpm_event_settings": {"StartServers": 2, "Password": knobs.MASKED,
+                                                              "keys": [{"name": "a", "token": knobs.MASKED}]}}
     assert "hunter2" not in json.dumps(kept)

@@ -63,9 +63,15 @@ DocumentRoot "{root}/htdocs"
 """
 
 
-def profile(slo: Slo) -> StepLoad:
-    """The ceiling's steps, judged by the capacity run's own SLO."""
-    return replace(STEPS, slo=slo)
+def profile(slo: Slo, reach_rps: int | None = None) -> StepLoad:
+    """The ceiling's steps, judged by the capacity run's own SLO. reach_rps: the most the run's own steps send; the
+    ceiling's steps then end one step past the first that reaches it (room for the one step JMeter may fall behind in
+    while warming up), since a ceiling above what the run sends changes no step's judgement: it says "at least"."""
+    steps = replace(STEPS, slo=slo)
+    if reach_rps is None:
+        return steps
+    reaching = next((rate for rate in steps.rates() if rate >= reach_rps), steps.max_rps)
+    return replace(steps, max_rps=min(steps.max_rps, reaching + steps.step_rps))
 
 
 @contextmanager
@@ -96,9 +102,9 @@ def static_target(network: ClientNetwork, folder: Path) -> Iterator[str]:
                 kill(popen)
 
 
-def measure(network: ClientNetwork, out: JMeterFolder, slo: Slo, cpus: str | None) -> LoadResult:
-    """The ceiling's load into out (target.json says what it loaded); LoadError when it cannot be measured."""
-    steps = profile(slo)
+def measure(network: ClientNetwork, out: JMeterFolder, steps: StepLoad, cpus: str | None) -> LoadResult:
+    """The ceiling's load (profile()'s steps) into out (target.json says what it loaded); LoadError when it cannot be
+    measured."""
     with static_target(network, out.root) as url:
         RunFolder.write_json(out.root / "target.json", {"url": url + PATH, "group": GROUP, "where": network.where,
                                                         "profile": {"model": steps.model, **asdict(steps)}})
