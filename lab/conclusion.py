@@ -32,7 +32,7 @@ def conclude(folder: RunFolder, ended: dict, dashboards: dict[str, Path]) -> int
              + (f": {ended['error']}" if "error" in ended else "") + "; what it measured is kept")
     with step("Summarising and writing the report"):
         page = make_report(folder)
-    summary = folder.read_json(folder.summary_json, [], "summary")
+    summary = folder.summary()
     scripted.result(folder.summary_json)
     if summary:
         try:

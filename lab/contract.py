@@ -2,8 +2,11 @@
 ablation.json and tune.json. These TypedDicts are the one description of their shape: docs/schema/*.schema.json
 is generated from them (tools/schema.py), and tests/test_contract.py keeps it current and validates stored and
 end-to-end files against it. run.json's writer and the verdict return their types, so mypy checks what they
-build; the summaries are built up key by key and are held to theirs by those tests (their readers still take
-plain dicts). A figure may be null where it could not be measured; the run says why in `problems`.
+build; the summaries are built up key by key and are held to theirs by those tests. Their readers get them typed
+(lab/runfolder.py: RunFolder.summary() and run_summary(), is_repeated() telling the two apart), so mypy checks each
+key a reader indexes and the type of what it reads (a .get() of a key not declared here gives an `object`, never a
+figure); they read with .get() where a partial file (a run cut short) may lack a part. A figure may be null where
+it could not be measured; the run says why in `problems`.
 
 Each file carries a version (`schema`); it goes up when a key a script may read changes meaning or goes
 away, not when one is added. Deeper parts that change often (PCP's and GC's details, the prose's

@@ -23,14 +23,22 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import ClassVar, Self, cast
 
+from typing_extensions import TypeIs
+
+from lab import contract
 from lab.errors import LabError, StepFailed
 from lab.paths import REPO, callers
 
 RUNS = REPO / "runs"
 # What a run collects from each machine, one folder each under machines/<machine>/.
 EVIDENCE_KINDS = ("pcp", "gc", "logs", "crash")
+
+
+def is_repeated(summary: contract.Summary | contract.RepeatedSummary) -> TypeIs[contract.RepeatedSummary]:
+    """Whether a summary is a repeated run's (its trials compared) rather than one run's."""
+    return summary.get("kind") == "repeated"
 
 
 @dataclass(frozen=True)
@@ -293,6 +301,17 @@ class RunFolder:
             problems.append(f"{what}: {self.relative(path)} is not a JSON object")
             return None
         return data
+
+    def summary(self, problems: list[str] | None = None) -> contract.Summary | contract.RepeatedSummary | None:
+        """summary.json as its type (lab/contract.py: a repeated run's has kind "repeated"), or None when it is
+        missing or unreadable (why, appended to problems). Its shape is held to the type by the analysis's tests."""
+        found = self.read_json(self.summary_json, [] if problems is None else problems, "summary")
+        return cast("contract.Summary | contract.RepeatedSummary | None", found)
+
+    def run_summary(self, problems: list[str] | None = None) -> contract.Summary | None:
+        """summary.json of one run (or of one trial), None when missing, unreadable or a repeated run's."""
+        found = self.summary(problems)
+        return None if found is None or is_repeated(found) else found
 
     @classmethod
     def create(cls, runs: Path = RUNS) -> RunFolder:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,31 @@ def test_each_published_file_carries_its_version() -> None:
     for name in ("summary", "summary-repeated"):
         assert schema.schema(name)["properties"]["schema"] == {"const": contract.SUMMARY_SCHEMA, "title": "Schema",
                                                                 "type": "integer"}
+
+
+def test_a_reader_that_names_a_key_the_contract_lacks_is_a_type_error(tmp_path: Path) -> None:
+    # Readers get summaries typed (RunFolder.run_summary()), so mypy, which `make lint` runs on lab/, refuses a key
+    # the contract does not declare where a reader indexes it, and a value used as what it is not (a .get of an
+    # undeclared key is an object, no figure), as it would in lab/ itself.
+    reader = tmp_path / "reader.py"
+    reader.write_text(
+        "from pathlib import Path\n\nfrom lab.runfolder import RunFolder\n\n\n"
+        "def capacity(run: Path) -> float | None:\n"
+        "    summary = RunFolder(run).run_summary()\n"
+        "    found = summary['machines']['tuned'].get('capacity') if summary else None\n"
+        "    return found['capacity_rps'] if found else None\n\n\n"
+        "def misspelt(run: Path) -> float | None:\n"
+        "    summary = RunFolder(run).run_summary()\n"
+        "    found = summary['machines']['tuned'].get('capacity') if summary else None\n"
+        "    return found['capacity_rsp'] if found else None\n\n\n"
+        "def not_a_figure(run: Path) -> float | None:\n"
+        "    summary = RunFolder(run).run_summary()\n"
+        "    figures = summary['machines']['tuned'] if summary else None\n"
+        "    return figures.get('capacty') if figures else None\n")
+    found = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports", "silent",
+                            str(reader)], cwd=REPO, capture_output=True, text=True)
+    assert found.returncode == 1, found.stdout
+    assert [line.split(": ", 1)[1] for line in found.stdout.splitlines() if ": error:" in line] == [
+        'error: TypedDict "MachineCapacity" has no key "capacity_rsp"  [typeddict-item]',
+        'error: Incompatible return value type (got "object", expected "float | None")  [return-value]'], \
+        found.stdout

@@ -151,7 +151,7 @@ def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_a
             RunFolder.write_json(folder.run_json, {"ended": {"how": "interrupted"}})
             return {"how": "interrupted"}
         tuned = 800.0 if name == "found" else 420.0
-        RunFolder.write_json(folder.summary_json, {"capacity": {
+        RunFolder.write_json(folder.summary_json, {"kind": "repeated", "capacity": {     # a repeated run's
             "machines": {"default": {"mean": 400.0, "low": 380.0, "high": 420.0, "trials": 2},
                          "tuned": {"mean": tuned, "low": tuned - 40, "high": tuned + 40, "trials": 2}},
             "ratio": tuned / 400, "low": tuned / 400 - 0.2, "high": tuned / 400 + 0.2}})

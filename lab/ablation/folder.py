@@ -154,10 +154,16 @@ def counted_trials(folder: RunFolder) -> list[RunFolder]:
     return [trial for trial in folder.trials() if trial.root.name not in dropped]
 
 
-def _machine(trial: RunFolder, machine: str) -> dict:
-    """A machine's figures in a summarised trial ({} before its summary)."""
-    summary = (trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None) or {}
-    return (summary.get("machines") or {}).get(machine) or {}
+def machine_figures(trial: RunFolder, machine: str) -> contract.MachineFigures | None:
+    """A machine's figures in a summarised trial (None before its summary, or when it did not load that machine)."""
+    summary = trial.run_summary()
+    return (summary.get("machines") or {}).get(machine) if summary else None
+
+
+def _samples(measured: contract.MachineFigures | None) -> int:
+    """The requests a machine was sent over its whole load."""
+    load_ = measured.get("load") if measured else None
+    return int(((load_.get("all") if load_ else None) or {}).get("samples") or 0)
 
 
 def figure(trial: RunFolder, measure: Measure = THROUGHPUT, machine: str = TUNED) -> tuple[float | None, str | None]:
@@ -166,13 +172,14 @@ def figure(trial: RunFolder, measure: Measure = THROUGHPUT, machine: str = TUNED
     (the OOM killer ending its JVM, say), which is a result, not a measurement that went wrong."""
     if measure is CAPACITY:
         return _capacity(trial, machine)
-    load_ = _machine(trial, machine).get("load") or {}
-    throughput = load_.get("good_throughput_rps")
-    if (load_.get("window") or {}).get("settled") is False:
+    measured = machine_figures(trial, machine)
+    load_ = measured.get("load") if measured else None
+    throughput = load_.get("good_throughput_rps") if load_ else None
+    if load_ and (load_.get("window") or {}).get("settled") is False:
         return None, f"the {machine} machine did not reach a steady state"
     if not isinstance(throughput, (int, float)) or throughput < 0:
         return None, f"the {machine} machine has no steady-state throughput"
-    if throughput == 0 and not (load_.get("all") or {}).get("samples"):
+    if throughput == 0 and not _samples(measured):
         return None, f"the {machine} machine was sent no request"
     return float(throughput), None
 
@@ -181,16 +188,16 @@ def _capacity(trial: RunFolder, machine: str) -> tuple[float | None, str | None]
     """A machine's capacity in a trial. One that missed the SLO from its first step has 0: the configuration
     could not meet it at the lowest rate. A capacity that is only a lower bound (the load generator fell behind, or
     the SLO was met up to the highest step) is no figure."""
-    measured = _machine(trial, machine)
-    found = measured.get("capacity") or {}
-    if not ((measured.get("load") or {}).get("all") or {}).get("samples"):
+    measured = machine_figures(trial, machine)
+    found = measured.get("capacity") if measured else None
+    if not _samples(measured):
         return None, f"the {machine} machine was sent no request"
-    if found.get("generator_bound_rps") is not None:
+    if found and found.get("generator_bound_rps") is not None:
         return None, (f"the load generator fell behind at {found['generator_bound_rps']} req/s, before the {machine} "
                       "machine's knee")
-    if not found.get("found"):
+    if not found or not found.get("found"):
         return None, (f"the {machine} machine met the SLO up to the highest step: its capacity lies beyond it (a "
-                      "higher max_rps)" if found.get("reached_max")
+                      "higher max_rps)" if found and found.get("reached_max")
                       else f"the {machine} machine's steps were not judged against the SLO")
     return float(found.get("capacity_rps") or 0), None
 
@@ -209,10 +216,13 @@ def costs(sources: list[Source]) -> dict:
     for source in sources:
         for trial in counted_trials(source.folder):
             trials += 1
-            measured = _machine(trial, source.machine)
+            measured = machine_figures(trial, source.machine)
+            if measured is None:
+                continue
             peak = (measured.get("memory") or {}).get("peak_bytes")
             cores = (measured.get("cpu") or {}).get("mean_cores")
-            rps = (measured.get("load") or {}).get("throughput_rps")
+            load_ = measured.get("load")
+            rps = load_.get("throughput_rps") if load_ else None
             if isinstance(peak, (int, float)):
                 peaks.append(peak)
             if isinstance(cores, (int, float)) and isinstance(rps, (int, float)) and rps > 0:

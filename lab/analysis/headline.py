@@ -2,28 +2,30 @@
 steady state, the ratio, and how the run ended (the report has the rest)."""
 from __future__ import annotations
 
+from lab import contract
 from lab.analysis.text import ms, pct, rate, times
 from lab.names import MACHINES, clock
 from lab.numbers import number
 from lab.numbers import ratio as _ratio
+from lab.runfolder import is_repeated
 
 AA_LINE = "  A/A: the tuned machine ran with the default machine's knobs; any difference below is noise."
 
 
-def headline(summary: dict) -> list[str]:
-    lines = _repeated(summary) if summary.get("kind") == "repeated" else _single(summary)
+def headline(summary: contract.Summary | contract.RepeatedSummary) -> list[str]:
+    lines = _repeated(summary) if is_repeated(summary) else _single(summary)
     if (summary.get("run") or {}).get("mode") == "aa":
         lines.insert(1, AA_LINE)
     return lines
 
 
-def _capacity(summary: dict) -> list[str]:
-    run = summary.get("run") or {}
-    machines = summary.get("machines") or {}
-    slo = next((m["capacity"]["slo"]["text"] for m in machines.values() if (m or {}).get("capacity")), "?")
+def _capacity(summary: contract.Summary, comparison: contract.CapacityComparison) -> list[str]:
+    run, machines = summary.get("run") or {}, summary.get("machines") or {}
+    capacities = {m: found for m in MACHINES if (figures := machines.get(m)) and (found := figures.get("capacity"))}
+    slo = next(((found.get("slo") or {}).get("text") for found in capacities.values()), None) or "?"
     lines = [f"Capacity ({run.get('schedule') or '?'}, open model; a step meets the SLO when {slo}):"]
     for machine in MACHINES:
-        found = (machines.get(machine) or {}).get("capacity")
+        found = capacities.get(machine)
         if not found:
             lines.append(f"  {machine:<8} no JMeter results")
             continue
@@ -34,19 +36,18 @@ def _capacity(summary: dict) -> list[str]:
         queued = (found.get("at_knee") or {}).get("queued") or {}
         if queued.get("sentence"):
             lines.append(f"  {'':<8} at its knee, {queued['sentence']}")
-    ratio = (summary.get("capacity") or {}).get("ratio")
+    ratio = comparison.get("ratio")
     lines.append(f"  tuned/default capacity: {times(ratio)}" if ratio is not None
-                 else f"  {(summary.get('capacity') or {}).get('note') or 'no ratio'}.")
+                 else f"  {comparison.get('note') or 'no ratio'}.")
     return lines + _ending(summary)
 
 
-def _single(summary: dict) -> list[str]:
-    if summary.get("capacity"):
-        return _capacity(summary)
-    run = summary.get("run") or {}
+def _single(summary: contract.Summary) -> list[str]:
+    if comparison := summary.get("capacity"):
+        return _capacity(summary, comparison)
+    run, machines = summary.get("run") or {}, summary.get("machines") or {}
     profile = run.get("profile") or {}
-    machines = summary.get("machines") or {}
-    loads = {m: machines[m]["load"] for m in MACHINES if (machines.get(m) or {}).get("load")}
+    loads = {m: load for m in MACHINES if (figures := machines.get(m)) and (load := figures.get("load"))}
     unsettled = [machine for machine, load in loads.items() if (load.get("window") or {}).get("settled") is False]
     lines = [f"Result ({run.get('schedule') or '?'}, {profile.get('users', '?')} users per machine, "
              f"{clock(number(profile.get('duration_s')))} of load{' each' if run.get('schedule') == 'sequential' else ''}"
@@ -56,22 +57,22 @@ def _single(summary: dict) -> list[str]:
         if not load:
             lines.append(f"  {machine:<8} no JMeter results")
             continue
-        shown = load["all"] if unsettled and isinstance(load.get("all"), dict) else load
+        shown = load.get("all") or {} if unsettled else load
         lines.append(f"  {machine:<8} {rate(shown.get('throughput_rps')):>13}   "
                      f"{shown.get('errors', 0):,} errors ({pct(shown.get('error_rate'), 2)})   "
                      f"p95 {ms((shown.get('latency_ms') or {}).get('p95'))}")
     # With errors, the requests answered well are what counts: a machine failing fast looks busy.
-    served_well = {machine: _served_well(load) for machine, load in loads.items()}
     if unsettled:
         lines.append(f"  No ratio: {' and '.join(unsettled)} did not reach a steady state.")
     elif any(load.get("error_rate") for load in loads.values()):
+        served_well = {machine: load.get("good_throughput_rps") for machine, load in loads.items()}
         ratio = _ratio(served_well.get("tuned"), served_well.get("default"))
         if ratio is not None:
             lines.append(f"  tuned/default requests answered without error, per second: {times(ratio)} "
                          f"({rate(served_well['tuned'])} vs {rate(served_well['default'])})")
     else:
-        ratio = _ratio((loads.get("tuned") or {}).get("throughput_rps"),
-                       (loads.get("default") or {}).get("throughput_rps"))
+        ratio = _ratio(loads["tuned"].get("throughput_rps") if "tuned" in loads else None,
+                       loads["default"].get("throughput_rps") if "default" in loads else None)
         if ratio is not None:
             lines.append(f"  tuned/default throughput: {times(ratio)}")
     for limit in ((summary.get("limits") or {}).get("machines") or {}).values():
@@ -79,12 +80,12 @@ def _single(summary: dict) -> list[str]:
     return lines + _ending(summary)
 
 
-def _ending(summary: dict) -> list[str]:
+def _ending(summary: contract.Summary) -> list[str]:
     """How the run ended, its verdict, its backend, and that one trial has no interval."""
     run = summary.get("run") or {}
     lines = []
-    ended = run["ended"] if isinstance(run.get("ended"), dict) else {}
-    if ended.get("how") not in (None, "completed"):
+    ended = run.get("ended")
+    if ended and ended.get("how") not in (None, "completed"):
         how = "stopped by an error" if ended["how"] == "failed" else ended["how"]
         lines.append(f"  The run was {how} during {ended.get('during', '?')}"
                      + (f": {ended['error']}" if ended.get("error") else "") + "; the figures cover what it measured.")
@@ -96,25 +97,18 @@ def _ending(summary: dict) -> list[str]:
     return lines
 
 
-def _served_well(load: dict) -> float | None:
-    """Requests answered without error per second (summaries from before it was a figure: from the rate)."""
-    if "good_throughput_rps" in load:
-        return number(load["good_throughput_rps"])
-    rate, errors = number(load.get("throughput_rps")), number(load.get("error_rate"))
-    return None if rate is None else rate * (1 - (errors or 0))
-
-
-def interval_text(row: dict) -> str:
+def interval_text(row: contract.ComparisonRow) -> str:
     """1.05x (95% interval 0.98x-1.12x, 3 trials), or why there is no interval."""
-    if row.get("ratio") is None:
-        return "no ratio" + (f" ({row['note']})" if row.get("note") else "")
-    if row.get("low") is None:
-        return f"{times(row['ratio'])} ({row.get('note') or 'no interval'})"
-    return (f"{times(row['ratio'])} (95% interval {times(row['low'])}-{times(row['high'])}, "
-            f"{row['trials']} trials" + (f"; {row['note']}" if row.get("note") else "") + ")")
+    ratio, low, high, note = row.get("ratio"), row.get("low"), row.get("high"), row.get("note")
+    if ratio is None:
+        return "no ratio" + (f" ({note})" if note else "")
+    if low is None or high is None:
+        return f"{times(ratio)} ({note or 'no interval'})"
+    return (f"{times(ratio)} (95% interval {times(low)}-{times(high)}, {row.get('trials')} trials"
+            + (f"; {note}" if note else "") + ")")
 
 
-def _repeated(summary: dict) -> list[str]:
+def _repeated(summary: contract.RepeatedSummary) -> list[str]:
     run = summary.get("run") or {}
     profile = run.get("profile") or {}
     trials = summary.get("trials") or []
@@ -125,13 +119,14 @@ def _repeated(summary: dict) -> list[str]:
     for trial in trials:
         lines.append(f"  trial {trial['number']}: default {rate(trial.get('default_rps'))}, tuned "
                      f"{rate(trial.get('tuned_rps'))}" + (f"  ({trial['verdict']})" if trial.get("verdict") else ""))
-    for machine, found in ((summary.get("capacity") or {}).get("machines") or {}).items():
+    capacity = summary.get("capacity")
+    for machine, found in ((capacity.get("machines") if capacity else None) or {}).items():
         lines.append(f"  {machine:<8} capacity {_capacity_interval(found)}")
     rows = {row["key"]: row for row in summary.get("comparison") or []}
-    errors = rows.get("error_rate") or {}
+    errors = rows.get("error_rate")
     # With errors, a machine failing fast looks busy: what was answered well leads.
     failing = (("good_throughput_rps", "requests answered without error, per second"),) \
-        if any(number(errors.get(m)) for m in MACHINES) else ()
+        if errors and (number(errors.get("default")) or number(errors.get("tuned"))) else ()
     for key, label in (("capacity_rps", "capacity"), *failing, ("throughput_rps", "throughput"),
                        ("p95_ms", "p95 latency")):
         if key in rows:
@@ -162,6 +157,6 @@ def _capacity_interval(found: dict) -> str:
             f"{found['trials']} trials{extra})")
 
 
-def _verdict_line(summary: dict) -> str:
+def _verdict_line(summary: contract.Summary | contract.RepeatedSummary) -> str:
     verdict = summary.get("verdict") or {}
     return f"  Verdict: {verdict.get('verdict', 'unknown')}. {verdict.get('sentence', '')}"

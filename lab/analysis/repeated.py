@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
+from lab import contract
 from lab.analysis import summary as single
 from lab.analysis import thresholds
 from lab.analysis import trials as stats
@@ -24,8 +26,9 @@ def is_repeated(run_dir: Path) -> bool:
     return bool(RunFolder(Path(run_dir)).trials())
 
 
-def summarize(run_dir: Path, write: bool = True) -> dict:
-    """The trials' figures and their comparison (also written to run_dir/summary.json)."""
+def summarize(run_dir: Path, write: bool = True) -> contract.RepeatedSummary:
+    """The trials' figures and their comparison (also written to run_dir/summary.json). Built key by key: its shape
+    is held to the type by tests/test_contract.py."""
     folder = RunFolder(Path(run_dir))
     problems: list[str] = []
     run = folder.read_json(folder.run_json, problems, "run") or {}
@@ -61,7 +64,7 @@ def summarize(run_dir: Path, write: bool = True) -> dict:
         result["thresholds"] = thresholds.check(result, run["thresholds"])
     if write:
         folder.write_json(folder.summary_json, result)
-    return result
+    return cast(contract.RepeatedSummary, result)
 
 
 def _noise_floor(rows: list[dict]) -> dict:

@@ -13,6 +13,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from lab import contract
 from lab.names import MACHINES
 from lab.runfolder import RunFolder
 
@@ -94,9 +95,9 @@ def junit(results: list[dict], run_id: str, path: Path) -> Path:
     return path
 
 
-def exit_code(folder: RunFolder, summary: dict | None) -> int:
+def exit_code(folder: RunFolder, summary: contract.Summary | contract.RepeatedSummary | None) -> int:
     """A line per threshold and a JUnit file of them; 3 when one is broken (0 when none was set)."""
-    results = (summary or {}).get("thresholds")
+    results = summary.get("thresholds") if summary else None
     if not results:
         limits = (folder.read_json(folder.run_json, [], "run") or {}).get("thresholds") or {}
         if not limits:

@@ -72,8 +72,8 @@ def render(ablation: Ablation) -> Path:
     for name, figures in (result.get("configurations") or {}).items():
         config = config_of(name)
         sources = ablation.sources(config)
-        verdicts = [(folder_.read_json(folder_.summary_json, [], "summary") or {}).get("verdict") or {}
-                    for folder_ in (source.folder for source in sources)]
+        verdicts: list[dict] = [dict(summary.get("verdict") or {}) if (summary := source.folder.summary()) else {}
+                                for source in sources]
         for source in sources:      # a pair's half holds two configurations' trials: counted once
             run = source.folder.read_json(source.folder.run_json, [], "run") or {}
             uncounted[source.folder.root] = run.get("uncounted_trials") or 0

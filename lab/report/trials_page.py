@@ -2,9 +2,11 @@
 interval over them, and one chart of each trial's throughput and ratio."""
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
+from lab import contract
 from lab.analysis import repeated
 from lab.report.plotting import COLORS, Chart, finish, new_figure, style
 from lab.runfolder import RunFolder
@@ -12,11 +14,11 @@ from lab.runfolder import RunFolder
 TEMPLATE = "trials.html.j2"
 
 
-def trials_chart(summary: dict) -> Chart:
+def trials_chart(summary: contract.RepeatedSummary) -> Chart:
     # A capacity run's trial rows hold each machine's capacity (repeated._trial_row), and its ratio is theirs.
     key, figure_name = ("capacity_rps", "capacity") if summary.get("capacity") else \
         ("throughput_rps", "steady-state throughput")
-    trials = summary.get("trials") or []
+    trials = summary["trials"]
     numbers = [t["number"] for t in trials]
     # the machines the trials measured: both, or the one an ablation's configuration loaded (then no ratio)
     machines = [m for m in ("default", "tuned") if any(t.get(f"{m}_rps") is not None for t in trials)]
@@ -27,16 +29,16 @@ def trials_chart(summary: dict) -> Chart:
     if not machines:
         chart.missing = ["default", "tuned"]
         return chart
-    row: dict = next((r for r in summary.get("comparison") or [] if r["key"] == key), {})
+    row: dict = next((dict(r) for r in summary["comparison"] if r["key"] == key), {})
     with style():
         fig, (left, right) = new_figure(2, sharey=False)
         if len(machines) == 1:
             right.set_visible(False)
         for machine in machines:
-            left.plot(numbers, [t.get(f"{machine}_rps") for t in trials], "o-", color=COLORS[machine], label=machine)
+            left.plot(numbers, [_plotted(t.get(f"{machine}_rps")) for t in trials], "o-", color=COLORS[machine], label=machine)
         left.set_ylabel("req/s")
         left.set_ylim(bottom=0)
-        right.plot(numbers, [t.get("ratio") for t in trials], "o", color="#333", label="trial")
+        right.plot(numbers, [_plotted(t.get("ratio")) for t in trials], "o", color="#333", label="trial")
         if row.get("ratio") is not None:
             right.axhline(row["ratio"], color="#1b7fbf", linewidth=1.5, label=f"all trials {row['ratio']:.2f}×")
         if row.get("low") is not None:
@@ -48,6 +50,11 @@ def trials_chart(summary: dict) -> Chart:
             ax.set_xticks(numbers)
         chart.png = finish(fig, [left, right], clock_x=False)
     return chart
+
+
+def _plotted(value: object) -> float:
+    """A trial's figure as a point; none (a trial that gave no figure) as a gap."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 def render(folder: RunFolder, environment) -> Path:

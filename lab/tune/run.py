@@ -15,7 +15,7 @@ from dataclasses import asdict
 import yaml
 
 from lab import aa, budget, experiment, load, runfolder
-from lab.ablation.folder import CAPACITY, TUNED, figure, unusable
+from lab.ablation.folder import CAPACITY, TUNED, figure, machine_figures, unusable
 from lab.analysis.text import MIB
 from lab.analysis.verdict import PAGE_INS_MAX
 from lab.errors import LabError, StepFailed
@@ -34,16 +34,16 @@ SET_ASIDE_MAX = 20             # configurations set aside by their memory budget
 def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Outcome:
     """What a configuration's capacity run gave: its figure and each constraint, read from its summary."""
     trial = (folder.trials() or [folder])[-1]
-    summary = (trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None) or {}
-    measured = (summary.get("machines") or {}).get(TUNED) or {}
+    measured = machine_figures(trial, TUNED)
     value, why = figure(trial, CAPACITY, TUNED)
-    found = measured.get("capacity") or {}
+    found = measured.get("capacity") if measured else None
     lower_bound = None
-    if value is None and isinstance(found.get("capacity_rps"), (int, float)) and (
+    if value is None and found and isinstance(found.get("capacity_rps"), (int, float)) and (
             found.get("generator_bound_rps") is not None or found.get("reached_max")):
         # beyond what was sent: the last rate met is a lower bound, which still ranks the configuration (said so)
-        value, lower_bound = float(found["capacity_rps"]), why
-    events, memory = measured.get("events") or {}, measured.get("memory") or {}
+        value, lower_bound = float(found.get("capacity_rps") or 0), why
+    events = (measured.get("events") if measured else None) or {}
+    memory = (measured.get("memory") if measured else None) or {}
     held = (memory.get("budget") or {}).get("held_peak_mib")
     if not isinstance(held, (int, float)) and isinstance(memory.get("peak_bytes"), (int, float)):
         held = memory["peak_bytes"] / MIB
@@ -67,11 +67,12 @@ def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Ou
             broken["page_ins_over"] = f"{page_ins:.0f} page-ins a second over the load (at most {PAGE_INS_MAX:g})"
     if value is None:
         broken["no_figure"] = why or "no capacity"
-    queued = (found.get("at_knee") or {}).get("queued") or {}      # where requests waited at its knee
+    queued = ((found.get("at_knee") if found else None) or {}).get("queued") or {}     # where requests waited at its knee
     figures = {"seconds": round(seconds, 1), "held_peak_mib": None if held is None else round(held, 1),
                "limit_mib": limit_mib, "major_faults_per_s": page_ins, "oom_kills": kills,
-               "generator_bound_rps": found.get("generator_bound_rps"), "lower_bound": lower_bound,
-               "knee_rps": found.get("knee_rps"), "queued_at": queued.get("stage"), "at_knee": queued.get("sentence"),
+               "generator_bound_rps": found.get("generator_bound_rps") if found else None, "lower_bound": lower_bound,
+               "knee_rps": found.get("knee_rps") if found else None, "queued_at": queued.get("stage"),
+               "at_knee": queued.get("sentence"),
                "folder": str(folder.root)}
     return Outcome(value, broken, amounts, figures)
 

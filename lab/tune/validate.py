@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab import aa, experiment
+from lab import aa, contract, experiment
 from lab.ablation.folder import CAPACITY, TUNED, unusable
 from lab.machines.protocol import Backend
 from lab.names import MACHINES
 from lab.progress import info
-from lab.runfolder import RunFolder
+from lab.runfolder import RunFolder, is_repeated
 from lab.tune.folder import Plan, Tuning
 
 # name: what the tuned machine carries in that run
@@ -60,26 +60,26 @@ def outcome(tuning: Tuning) -> dict:
     runs = {}
     for name in RUNS:
         folder = folder_of(tuning, name)
-        summary = (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file() else None) or {}
-        found = summary.get("capacity") or {}
+        summary = folder.summary()
+        found = summary.get("capacity") if summary else None
         runs[name] = {"folder": str(folder.root), "completed": completed(folder),
-                      "ratio": found.get("ratio"), "low": found.get("low"), "high": found.get("high"),
-                      "note": found.get("note"), **{machine: _machine(summary, machine) for machine in MACHINES}}
+                      **{key: found.get(key) if found else None for key in ("ratio", "low", "high", "note")}, **{machine: _machine(summary, machine) for machine in MACHINES}}
     return {"runs": runs, "sentence": sentence(runs)}
 
 
-def _machine(summary: dict, machine: str) -> dict:
+def _machine(summary: contract.Summary | contract.RepeatedSummary | None, machine: str) -> dict:
     """A machine's capacity in a validation run: over its trials (a repeated run's mean and interval), or its one
     trial's (--validate 1: a run of its own, no interval)."""
-    over_trials = (summary.get("capacity") or {}).get("machines")
-    if isinstance(over_trials, dict):
-        figures = over_trials.get(machine) or {}
+    if summary is not None and is_repeated(summary):
+        capacity = summary.get("capacity")
+        figures: dict = ((capacity.get("machines") if capacity else None) or {}).get(machine) or {}
         return {**{key: figures.get(key) for key in ("mean", "low", "high", "trials")},
                 "at_least": figures.get("capacity_rps") if figures.get("mean") is None else None}
-    found = ((summary.get("machines") or {}).get(machine) or {}).get("capacity") or {}
-    measured = found.get("capacity_rps") if found.get("found") else None
+    figures_of = (summary.get("machines") or {}).get(machine) if summary else None
+    found = figures_of.get("capacity") if figures_of else None
+    measured = found.get("capacity_rps") if found and found.get("found") else None
     return {"mean": measured, "low": None, "high": None, "trials": 1 if measured is not None else 0,
-            "at_least": found.get("capacity_rps") if measured is None else None}
+            "at_least": found.get("capacity_rps") if found and measured is None else None}
 
 
 def _capacity(figures: dict) -> str:
