@@ -177,7 +177,7 @@ MASKED = "(secret: not shown)"
 
 def masked(value: object) -> object:
     """value with every secret's value not shown: a key SECRET names, at any depth of its mappings and lists (a
-    profile's `camel_app_datasource: {password: ...}` as much as a top-level `httpd_ajp_secret`)."""
+    `password:` inside a knob's dict as much as a top-level `httpd_ajp_secret`)."""
     if isinstance(value, Mapping):
         return {key: MASKED if SECRET.search(str(key)) else masked(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
