@@ -57,7 +57,7 @@ def _single(summary: contract.Summary) -> list[str]:
         if not load:
             lines.append(f"  {machine:<8} no JMeter results")
             continue
-        shown = load.get("all") or {} if unsettled else load
+        shown = (load.get("all") or {}) if unsettled else load
         lines.append(f"  {machine:<8} {rate(shown.get('throughput_rps')):>13}   "
                      f"{shown.get('errors', 0):,} errors ({pct(shown.get('error_rate'), 2)})   "
                      f"p95 {ms((shown.get('latency_ms') or {}).get('p95'))}")

@@ -35,7 +35,8 @@ def trials_chart(summary: contract.RepeatedSummary) -> Chart:
         if len(machines) == 1:
             right.set_visible(False)
         for machine in machines:
-            left.plot(numbers, [_plotted(t.get(f"{machine}_rps")) for t in trials], "o-", color=COLORS[machine], label=machine)
+            left.plot(numbers, [_plotted(t.get(f"{machine}_rps")) for t in trials], "o-", color=COLORS[machine],
+                      label=machine)
         left.set_ylabel("req/s")
         left.set_ylim(bottom=0)
         right.plot(numbers, [_plotted(t.get("ratio")) for t in trials], "o", color="#333", label="trial")

@@ -63,7 +63,8 @@ def outcome(tuning: Tuning) -> dict:
         summary = folder.summary()
         found = summary.get("capacity") if summary else None
         runs[name] = {"folder": str(folder.root), "completed": completed(folder),
-                      **{key: found.get(key) if found else None for key in ("ratio", "low", "high", "note")}, **{machine: _machine(summary, machine) for machine in MACHINES}}
+                      **{key: found.get(key) if found else None for key in ("ratio", "low", "high", "note")},
+                      **{machine: _machine(summary, machine) for machine in MACHINES}}
     return {"runs": runs, "sentence": sentence(runs)}
 
 
