@@ -264,7 +264,7 @@ def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
 
 
 def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple[str, ...]) -> None:
-    backend, profile, schedule, wiring = setup.backend, setup.profile, setup.schedule, setup.wiring
+    backend, profile = setup.backend, setup.profile
     # JMeter on CPUs of its own when the placement gives it some (taskset)
     cpus = setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None
     # A capacity run's own: its generator's ceiling, and finer steps near each knee (an ablation's trials skip both)
@@ -275,6 +275,20 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
         generator.measure_ceiling(backend, _targets(setup), steps, folder, cpus, measured.problems,
                                   RunFolder(Path(ceiling_from)) if ceiling_from else None)
     measured.phase = "starting PCP's logger"
+    _start_recording(backend, measured, order)
+    measured.phase = "the load"
+    result = _load(setup, folder, measured, order, cpus, steps)
+    _say_how_the_load_ended(measured, result)
+    measured.phase = "collecting the evidence"
+    _collect(backend, folder, measured, order, result)
+    if setup.mode.get("host_limits") and not result.interrupted:
+        assert isinstance(profile, load.LoadProfile)    # run() refused --limits with an open model (lab_limits.check)
+        measured.phase = "measuring the host's limits"
+        measured.limits = {"profile": asdict(lab_limits.profile_for(profile)), "kinds": lab_limits.KINDS}
+        measured.problems.extend(lab_limits.measure(backend, profile, setup.wiring, folder, cpus))
+
+
+def _start_recording(backend: Backend, measured: _Measured, order: tuple[str, ...]) -> None:
     with step(f"Starting PCP's logger on {_both(order)}"):
         # Both machines at once: supervisord waits out each logger's start (3 s) before it answers. Each counts as
         # recording from here, so that whatever happens its logger is stopped (a stopped one stops again harmlessly).
@@ -282,7 +296,12 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
         with ThreadPoolExecutor(max_workers=len(order)) as pool:
             started = pool.map(lambda name: evidence.start_recording(backend, name), order)
             measured.memory_before.update(zip(order, started, strict=True))
-    measured.phase = "the load"
+
+
+def _load(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple[str, ...], cpus: str | None,
+          steps: load.StepLoad | None) -> load.LoadResult:
+    """The load (a capacity run's knees refined after it); PCP's loggers stopped however it ends."""
+    backend, profile, schedule, wiring = setup.backend, setup.profile, setup.schedule, setup.wiring
     title = (f"Loading {_both(order)} ({schedule}: {profile.describe()}"
              f"{' per machine' if schedule == 'sequential' and len(order) > 1 else ''}; Ctrl-C stops cleanly)")
     with step(title):
@@ -306,19 +325,27 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
         finally:
             for name in list(measured.recording):
                 _stop_recording(backend, name, measured)
-    if measured.result.lost:
-        info(f"stopped early: {measured.result.lost['why']}")
-    for name, after_s in measured.result.ended_early.items():
+    return measured.result
+
+
+def _say_how_the_load_ended(measured: _Measured, result: load.LoadResult) -> None:
+    """Stopped early, a machine's load ended past its capacity, or interrupted (which ends the run)."""
+    if result.lost:
+        info(f"stopped early: {result.lost['why']}")
+    for name, after_s in result.ended_early.items():
         info(f"{name}: its load ended after {after_s:.0f} s, past its capacity (the SLO missed in consecutive steps)")
-    if measured.result.interrupted:
+    if result.interrupted:
         measured.ended = {"how": "interrupted", "during": "the load"}
-        killed = [problem for problem in measured.result.problems if problem.startswith("JMeter was killed")]
+        killed = [problem for problem in result.problems if problem.startswith("JMeter was killed")]
         if killed:
             measured.ended["error"] = killed[0]
-    measured.phase = "collecting the evidence"
+
+
+def _collect(backend: Backend, folder: RunFolder, measured: _Measured, order: tuple[str, ...],
+             result: load.LoadResult) -> None:
     with step("Collecting PCP archives, GC logs and logs"):
         for name in order:
-            events = evidence.collect(backend, name, folder, measured.result.started_at, measured.result.ended_at,
+            events = evidence.collect(backend, name, folder, result.started_at, result.ended_at,
                                       measured.memory_before[name])
             for exit_ in events["process_exits"]:
                 info(f"{name}: {exit_['process']} exited during the run ({exit_['reason']})")
@@ -326,11 +353,6 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
                 info(f"{name}: the kernel's OOM killer struck {events['oom_kills']} time(s)")
             if events["missing"]:
                 info(f"{name}: missing {', '.join(events['missing'])}")
-    if setup.mode.get("host_limits") and not measured.result.interrupted:
-        assert isinstance(profile, load.LoadProfile)    # run() refused --limits with an open model (lab_limits.check)
-        measured.phase = "measuring the host's limits"
-        measured.limits = {"profile": asdict(lab_limits.profile_for(profile)), "kinds": lab_limits.KINDS}
-        measured.problems.extend(lab_limits.measure(backend, profile, wiring, folder, cpus))
 
 
 def _targets(setup: _Setup) -> list[tuple[str, int]]:

@@ -101,12 +101,30 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
     prefetch(configs)
     draws = {config: resampled_means(measured(config), rng, resamples) for config in configs}
     total = draws[everything] - draws[none]
+    whole = _interval(total)
+    rows = _rows(groups, path, loo, draws, measured, total, whole)
+    default_mean, tuned_mean = float(numpy.mean(measured(none))), float(numpy.mean(measured(everything)))
+    return {"default": round(default_mean, 6), "tuned": round(tuned_mean, 6),
+            "gain": round(tuned_mean - default_mean, 6), "gain_interval": whole, "path": rows,
+            "configurations": {config_name(c): v for c, v in cache.items()},
+            "unit": unit, "sentence": sentence(rows, whole, unit),
+            "interval_note": few_trials_note(min(len(measured(config)) for config in configs)),
+            "interacting": [r["group"] for r in rows if r["interacts"]],
+            "basis": f"forward greedy path and leave-one-out (Fawcett & Hoos 2016); 95% intervals by a percentile "
+                     f"bootstrap, each configuration's trials resampled on their own, {resamples:,} resamples"}
 
-    def interval(samples: numpy.ndarray) -> tuple[float, float]:
-        low, high = percentile_interval(samples, CONFIDENCE)
-        return round(low, 6), round(high, 6)
 
-    whole = interval(total)
+def _interval(samples: numpy.ndarray) -> tuple[float, float]:
+    low, high = percentile_interval(samples, CONFIDENCE)
+    return round(low, 6), round(high, 6)
+
+
+def _rows(groups: dict[str, Group], path: list[dict], loo: dict[str, Config], draws: dict[Config, numpy.ndarray],
+          measured: Measure, total: numpy.ndarray, whole: tuple[float, float]) -> list[dict]:
+    """Each step of the path: its group's gain and share of the whole gain (total: its resampled draws, whole: their
+    interval), its leave-one-out loss, each with its interval; whether it is measurable, whether it interacts."""
+    none: Config = frozenset()
+    everything = frozenset(groups)
     shares_told = not whole[0] <= 0 <= whole[1]     # a share of a gain that may be 0 is no share at all
     previous = none
     rows = []
@@ -118,26 +136,18 @@ def analyze(groups: dict[str, Group], measure: Measure, unit: str, resamples: in
         row = {"group": step["group"], "about": groups[step["group"]].about, "config": step["config"],
                "mean": round(float(numpy.mean(measured(config))), 6),
                "gain": round(float(numpy.mean(measured(config)) - numpy.mean(measured(previous))), 6),
-               "gain_interval": interval(gain), "share": _finite_mean(share) if shares_told else None,
-               "share_interval": interval(share[numpy.isfinite(share)])
+               "gain_interval": _interval(gain), "share": _finite_mean(share) if shares_told else None,
+               "share_interval": _interval(share[numpy.isfinite(share)])
                if shares_told and numpy.isfinite(share).any() else None,
                "loo_config": sorted(loo[step["group"]]),
                "loo_loss": round(float(numpy.mean(measured(everything)) - numpy.mean(measured(loo[step["group"]]))), 6),
-               "loo_interval": interval(loss)}
+               "loo_interval": _interval(loss)}
         row["measurable"] = not (row["gain_interval"][0] <= 0 <= row["gain_interval"][1])
         row["interacts"] = bool(row["gain_interval"][1] < row["loo_interval"][0]
                                 or row["loo_interval"][1] < row["gain_interval"][0])
         rows.append(row)
         previous = config
-    default_mean, tuned_mean = float(numpy.mean(measured(none))), float(numpy.mean(measured(everything)))
-    return {"default": round(default_mean, 6), "tuned": round(tuned_mean, 6),
-            "gain": round(tuned_mean - default_mean, 6), "gain_interval": whole, "path": rows,
-            "configurations": {config_name(c): v for c, v in cache.items()},
-            "unit": unit, "sentence": sentence(rows, whole, unit),
-            "interval_note": few_trials_note(min(len(measured(config)) for config in configs)),
-            "interacting": [r["group"] for r in rows if r["interacts"]],
-            "basis": f"forward greedy path and leave-one-out (Fawcett & Hoos 2016); 95% intervals by a percentile "
-                     f"bootstrap, each configuration's trials resampled on their own, {resamples:,} resamples"}
+    return rows
 
 
 def config_name(config: Config) -> str:

@@ -213,25 +213,25 @@ def analyze_load(samples: Samples, t0: float, ramp_s: float, series: dict, stead
         result[key] = result["steady"][key]
     result["skipped_rows"] = samples.skipped
     result["max_active_users"] = max(samples.threads) if samples.threads else None
-
-    failed = [i for i in range(n) if not samples.ok[i]]
-    if failed:
-        first = min(failed, key=lambda i: (samples.end(i), samples.start[i]))
-        result["first_error_s"] = round(samples.end(first) / 1000.0 - t0, 3)
-        result["first_error"] = {
-            "at": samples.end(first) / 1000.0, "at_s": result["first_error_s"],
-            "response_code": samples.code[first], "response_message": samples.message[first],
-            "failure_message": samples.failure[first][:500], "active_users": samples.threads[first],
-            "label": error_label(samples.code[first], samples.message[first])}
-        kinds = Counter(error_label(samples.code[i], samples.message[i]) for i in failed)
-        result["errors_by_type"] = [{"error": k, "count": v} for k, v in kinds.most_common(8)]
-    else:
-        result["first_error_s"] = None
-        result["first_error"] = None
-        result["errors_by_type"] = []
-
+    result.update(_errors(samples, t0))
     result["error_threshold"] = _error_threshold(series)
     return result
+
+
+def _errors(samples: Samples, t0: float) -> dict:
+    """The first error (when, from the run's t0, and what) and the most frequent kinds of error, over every sample."""
+    failed = [i for i in range(len(samples)) if not samples.ok[i]]
+    if not failed:
+        return {"first_error_s": None, "first_error": None, "errors_by_type": []}
+    first = min(failed, key=lambda i: (samples.end(i), samples.start[i]))
+    at_s = round(samples.end(first) / 1000.0 - t0, 3)
+    kinds = Counter(error_label(samples.code[i], samples.message[i]) for i in failed)
+    return {"first_error_s": at_s,
+            "first_error": {"at": samples.end(first) / 1000.0, "at_s": at_s,
+                            "response_code": samples.code[first], "response_message": samples.message[first],
+                            "failure_message": samples.failure[first][:500], "active_users": samples.threads[first],
+                            "label": error_label(samples.code[first], samples.message[first])},
+            "errors_by_type": [{"error": k, "count": v} for k, v in kinds.most_common(8)]}
 
 
 def _error_threshold(series: dict) -> dict:

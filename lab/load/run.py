@@ -9,10 +9,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from lab.interrupts import sigterm_as_interrupt
@@ -24,7 +24,7 @@ from lab.load.jmeter import PLAN, as_properties, java_executable, launch, log_le
 from lab.load.network import ClientNetwork
 from lab.load.openmodel import StepLoad, StepWatch
 from lab.load.openplan import open_plan
-from lab.load.processes import kill, wait
+from lab.load.processes import kill, stop_jmeter
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
 from lab.load.progress import _MachineProgress
 from lab.load.targets import _parse_targets, _Target
@@ -47,47 +47,10 @@ CSV_COLUMNS = ("timeStamp", "elapsed", "label", "responseCode", "responseMessage
                "success", "failureMessage", "bytes", "sentBytes", "grpThreads", "allThreads", "URL", "Latency",
                "IdleTime", "Connect")
 
-SHUTDOWN_GRACE_S = 10.0     # "Shutdown": threads finish their current sample
-STOP_NOW_GRACE_S = 10.0     # "StopTestNow": in-flight samples are interrupted
-
-
 def _free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _send_command(port: int, command: str, prefix: list[str] | None = None) -> None:
-    """One of JMeter's UDP commands to its loopback port; inside a machine's network when JMeter runs there."""
-    if prefix:
-        script = "import socket,sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(sys.argv[2].encode(), " \
-                 "('127.0.0.1', int(sys.argv[1])))"
-        try:
-            subprocess.run([*prefix, sys.executable, "-c", script, str(port), command], capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        return
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.sendto(command.encode(), ("127.0.0.1", port))
-    except OSError:
-        pass
-
-
-def _stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str], prefix: list[str] | None = None) -> None:
-    """JMeter's own shutdown (finish current samples), then StopTestNow, then SIGTERM, then SIGKILL."""
-    try:
-        if popen.poll() is None:
-            _send_command(udp_port, "Shutdown", prefix)
-            if wait(popen, SHUTDOWN_GRACE_S):
-                return
-            _send_command(udp_port, "StopTestNow", prefix)
-            if wait(popen, STOP_NOW_GRACE_S):
-                return
-            problems.append("JMeter ignored Shutdown/StopTestNow; terminated")
-    except KeyboardInterrupt:                   # a second Ctrl-C: no more patience
-        problems.append("stopped JMeter forcibly (second interrupt)")
-    kill(popen)
 
 
 def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Target]) -> Path:
@@ -164,6 +127,34 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     stop_when: called with each progress report; what it returns (a lost threshold, lab/load/abort.py) ends the load
     at once, the phases still to come included, and is the result's `lost`.
     Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
+    parsed = _checked_targets(targets, schedule, path, allow_any_host, order, enter)
+    generator = _Generator(java_executable(), runtime_jar(), cpus, engines, enter or {}, network.prefix if network else ())
+    out = _fresh_folder(JMeterFolder(Path(out_dir).resolve()), parsed)
+    sampler = CpuSampler(out.loadgen)
+    phases = [parsed] if schedule == "parallel" else [[target] for target in parsed]
+    progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine),
+                                            watch=StepWatch(profile) if isinstance(profile, StepLoad) else None)
+                for t in parsed}
+    problems: list[str] = []
+    started_at, started = time.time(), time.monotonic()
+    report = _Report(schedule, started, profile.duration_s * len(phases), progress, problems, on_progress, stop_when)
+    load = _Load(generator, profile, out, progress, report, progress_interval_s, problems, sampler, affinity=[])
+    with sigterm_as_interrupt():
+        interrupted = _run_phases(load, phases)
+        results = {m: p.results for m, p in progress.items() if p.results.is_file()}
+        made = generate_dashboards(generator.java, generator.jar, results, profile, out, problems) if dashboards else {}
+        if "dashboard generation interrupted" in problems:
+            interrupted = True
+    return LoadResult(results=results, dashboards=made, interrupted=interrupted, started_at=started_at,
+                      ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=out.log,
+                      ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None},
+                      loadgen_cpus=cpulist(cpu for found in load.affinity for cpu in parse_cpulist(found)) or None,
+                      lost=report.lost)
+
+
+def _checked_targets(targets: dict[str, str], schedule: str, path: str, allow_any_host: bool,
+                     order: tuple[str, ...] | None, enter: dict[str, list[str]] | None) -> list[_Target]:
+    """run()'s targets parsed, in the order asked; a schedule or an `enter` run() cannot keep refused."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
     parsed = _parse_targets(targets, path, allow_any_host)
@@ -171,64 +162,44 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
         parsed.sort(key=lambda target: order.index(target.machine) if target.machine in order else len(order))
     if enter and schedule != "sequential":
         raise ValueError("JMeter enters a machine's network one machine at a time: schedule='sequential'")
-    generator = _Generator(java_executable(), runtime_jar(), cpus, engines, enter or {}, network.prefix if network else ())
+    return parsed
 
-    out = JMeterFolder(Path(out_dir).resolve())
+
+def _fresh_folder(out: JMeterFolder, parsed: list[_Target]) -> JMeterFolder:
+    """The run's JMeter folder emptied of an earlier run's results, log and CPU samples."""
     out.root.mkdir(parents=True, exist_ok=True)
     for target in parsed:                       # a fresh run: JMeter would append to old results
         out.machine_dir(target.machine).mkdir(exist_ok=True)
         out.results(target.machine).unlink(missing_ok=True)
         out.load_ended(target.machine).unlink(missing_ok=True)
         shutil.rmtree(out.dashboard_dir(target.machine), ignore_errors=True)
-    log = out.log
-    log.write_text("")
+    out.log.write_text("")
     out.loadgen.unlink(missing_ok=True)
-    sampler = CpuSampler(out.loadgen)
-    phases = [parsed] if schedule == "parallel" else [[target] for target in parsed]
-    progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine),
-                                            watch=StepWatch(profile) if isinstance(profile, StepLoad) else None)
-                for t in parsed}
-    planned_s = profile.duration_s * len(phases)
-    problems: list[str] = []
-    affinity: list[str] = []                    # what each JMeter could run on, as the kernel says
-    interrupted = False
-    started_at, started = time.time(), time.monotonic()
+    return out
 
+
+@dataclass
+class _Report:
+    """Each progress report: shown (on_progress), and judged by stop_when, whose first threshold lost is kept."""
+    schedule: str
+    started: float                      # time.monotonic() when the load began
+    planned_s: float
+    progress: dict[str, _MachineProgress]
+    problems: list[str]
+    on_progress: Callable[[dict], None] | None
+    stop_when: Callable[[dict], dict | None] | None
     lost: dict | None = None
 
-    def report(now: float) -> bool:
+    def __call__(self, now: float) -> bool:
         """Shows the progress; True when the load must stop (stop_when found a threshold lost)."""
-        nonlocal lost
-        snapshot = {"schedule": schedule, "elapsed_s": round(now - started, 1), "planned_s": planned_s,
-                    "machines": {m: p.snapshot(now) for m, p in progress.items()}}
-        if on_progress is not None:
-            on_progress(snapshot)
-        if lost is None and stop_when is not None and (lost := stop_when(snapshot)) is not None:
-            problems.append(f"stopped early: {lost['why']}")
-        return lost is not None
-
-    with sigterm_as_interrupt():
-        for phase in phases:
-            try:
-                complete = _run_phase(generator, phase, profile, out, len(phases) > 1, progress, report,
-                                      progress_interval_s, problems, sampler, affinity)
-            except KeyboardInterrupt:
-                interrupted = True
-                break
-            if not complete:        # JMeter itself was killed: what it measured is kept, the run ends
-                interrupted = True
-                break
-            if lost is not None:    # a threshold is lost: the phases still to come would not change that
-                break
-        results = {m: p.results for m, p in progress.items() if p.results.is_file()}
-        made = generate_dashboards(generator.java, generator.jar, results, profile, out, problems) if dashboards else {}
-        if "dashboard generation interrupted" in problems:
-            interrupted = True
-    return LoadResult(results=results, dashboards=made, interrupted=interrupted, started_at=started_at,
-                      ended_at=time.time(), schedule=schedule, profile=profile, problems=problems, log=log,
-                      ended_early={m: p.ended_early_s for m, p in progress.items() if p.ended_early_s is not None},
-                      loadgen_cpus=cpulist(cpu for found in affinity for cpu in parse_cpulist(found)) or None,
-                      lost=lost)
+        snapshot = {"schedule": self.schedule, "elapsed_s": round(now - self.started, 1), "planned_s": self.planned_s,
+                    "machines": {m: p.snapshot(now) for m, p in self.progress.items()}}
+        if self.on_progress is not None:
+            self.on_progress(snapshot)
+        if self.lost is None and self.stop_when is not None and (lost := self.stop_when(snapshot)) is not None:
+            self.lost = lost
+            self.problems.append(f"stopped early: {lost['why']}")
+        return self.lost is not None
 
 
 @dataclass(frozen=True)
@@ -247,94 +218,138 @@ class _Generator:
         return self.engines.pids if self.engines else ()
 
 
-def _run_phase(generator: _Generator, phase: list[_Target], profile: LoadProfile | StepLoad, out: JMeterFolder,
-               own_log: bool, progress: dict[str, _MachineProgress], report: Callable[[float], bool],
-               interval_s: float, problems: list[str], sampler: CpuSampler, affinity: list[str]) -> bool:
+@dataclass(frozen=True)
+class _Load:
+    """What every phase of one run shares, and what the phases gather into it."""
+    generator: _Generator
+    profile: LoadProfile | StepLoad
+    out: JMeterFolder
+    progress: dict[str, _MachineProgress]
+    report: _Report
+    interval_s: float
+    problems: list[str]
+    sampler: CpuSampler
+    affinity: list[str]                 # what each JMeter could run on, as the kernel says
+
+
+def _run_phases(load: _Load, phases: list[list[_Target]]) -> bool:
+    """The phases one after the other; True if the run was interrupted (Ctrl-C, SIGTERM, JMeter killed)."""
+    for phase in phases:
+        try:
+            complete = _run_phase(load, phase, len(phases) > 1)
+        except KeyboardInterrupt:
+            return True
+        if not complete:        # JMeter itself was killed: what it measured is kept, the run ends
+            return True
+        if load.report.lost is not None:    # a threshold is lost: the phases still to come would not change that
+            break
+    return False
+
+
+def _run_phase(load: _Load, phase: list[_Target], own_log: bool) -> bool:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
     False if JMeter was killed by a signal the lab did not send (the kernel's OOM killer sends SIGKILL)."""
     udp_port = _free_udp_port()
-    log = out.log
-    phase_log = out.phase_log(phase[0].machine) if own_log else log
-    jar = generator.jar
-    command = _jmeter_command(generator.java, jar, phase_log, udp_port, profile, phase, phase[0].path, out,
-                              generator.engines)
-    entered = generator.enter.get(phase[0].machine) or list(generator.within) or None
-    command = [*(entered or []), *command]
-    if generator.cpus:
-        command = ["taskset", "--cpu-list", generator.cpus, *command]     # it sets the affinity, then execs JMeter
+    out, problems = load.out, load.problems
+    phase_log = out.phase_log(phase[0].machine) if own_log else out.log
+    command, entered = _phase_command(load, phase, phase_log, udp_port)
+    stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered)
     popen = None
-    machines = [progress[t.machine] for t in phase]
-    # Bounded whatever happens: the plan stops itself at duration_s; past that plus the longest sample
-    # and a margin, the lab stops it.
-    overrun_s = profile.duration_s + profile.response_timeout_ms / 1000 + 60
-    stopped = False
+    machines = [load.progress[t.machine] for t in phase]
     try:
         with out.out.open("a") as stream:
             # With engines, in the keystore's folder: rmi.properties names it without one (lab/load/engines.py)
-            popen = subprocess.Popen(command, cwd=generator.engines.folder if generator.engines else jar.parent,
-                                     stdout=stream, stderr=subprocess.STDOUT,
+            popen = subprocess.Popen(command, cwd=load.generator.engines.folder if load.generator.engines
+                                     else load.generator.jar.parent, stdout=stream, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
-        sampler.sample((popen.pid, *generator.pids), force=True)
-        now = time.monotonic()
+        load.sampler.sample((popen.pid, *load.generator.pids), force=True)
+        started = time.monotonic()          # the phase's start: every machine's
         for machine in machines:
-            machine.start(now)
-        started = now                       # the phase's start: every machine's
-        next_report = now + interval_s
-        observed = None
-        while popen.poll() is None:
-            time.sleep(0.2)
-            sampler.sample((popen.pid, *generator.pids))
-            if observed is None and (observed := _affinity(popen.pid)) is not None:
-                affinity.append(observed)
-            now = time.monotonic()
-            if now - started > overrun_s:
-                problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")
-                _stop_jmeter(popen, udp_port, problems, entered)
-                stopped = True
-                break
-            if now >= next_report:
-                for machine in machines:
-                    machine.poll(now)
-                must_stop = report(now)
-                next_report = now + interval_s
-                if must_stop:                                       # a threshold is lost (--stop-on-fail)
-                    _stop_jmeter(popen, udp_port, problems, entered)
-                    stopped = True
-                    break
-                for machine in machines:        # past its knee while another still loads: its arrivals end
-                    if machine.broken and machine.ended_early_s is None and len(machines) > 1:
-                        machine.ended_early_s = round(now - started, 1)
-                        out.load_ended(machine.machine).touch()
-                if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
-                    for machine in machines:
-                        if machine.ended_early_s is None:
-                            machine.ended_early_s = round(now - started, 1)
-                    _stop_jmeter(popen, udp_port, problems, entered)
-                    stopped = True
-                    break
+            machine.start(started)
+        stopped = _watch(load, popen, machines, started, stop)
     except KeyboardInterrupt:
         if popen is not None:
             for machine in machines:
                 machine.state = "stopping"
-            _stop_jmeter(popen, udp_port, problems, entered)
-        _finish_phase(machines, popen, own_log, phase_log, log, problems)
+            stop(popen)
+        _finish_phase(machines, popen, own_log, phase_log, out.log, problems)
         raise
     except BaseException:
         if popen is not None:
             kill(popen)
         raise
-    _finish_phase(machines, popen, own_log, phase_log, log, problems)
+    _finish_phase(machines, popen, own_log, phase_log, out.log, problems)
     if popen.returncode not in (0, None) and not any(m.samples for m in machines):
         raise LoadError(f"JMeter failed (exit {popen.returncode}) before any sample; see {phase_log} and "
                         f"{out.out}")
-    report(time.monotonic())
+    load.report(time.monotonic())
     killed_by = _killed_by(popen.returncode)
     if killed_by and not stopped:
         lasted = time.monotonic() - started
-        problems.append(f"JMeter was killed by {killed_by} after {lasted:.0f} s of the planned {profile.duration_s} s "
-                        "(SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
+        problems.append(f"JMeter was killed by {killed_by} after {lasted:.0f} s of the planned "
+                        f"{load.profile.duration_s} s (SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
         return False
     return True
+
+
+def _phase_command(load: _Load, phase: list[_Target], phase_log: Path, udp_port: int
+                   ) -> tuple[list[str], list[str] | None]:
+    """JMeter's command line for this phase, and the prefix that puts it in a network (None: this host's own)."""
+    generator = load.generator
+    command = _jmeter_command(generator.java, generator.jar, phase_log, udp_port, load.profile, phase, phase[0].path,
+                              load.out, generator.engines)
+    entered = generator.enter.get(phase[0].machine) or list(generator.within) or None
+    command = [*(entered or []), *command]
+    if generator.cpus:
+        command = ["taskset", "--cpu-list", generator.cpus, *command]     # it sets the affinity, then execs JMeter
+    return command, entered
+
+
+def _watch(load: _Load, popen: subprocess.Popen, machines: list[_MachineProgress], started: float,
+           stop: Callable[[subprocess.Popen], None]) -> bool:
+    """JMeter's CPU sampled and the progress reported until it ends; True if the lab stopped it first."""
+    profile = load.profile
+    # Bounded whatever happens: the plan stops itself at duration_s; past that plus the longest sample
+    # and a margin, the lab stops it.
+    overrun_s = profile.duration_s + profile.response_timeout_ms / 1000 + 60
+    next_report = started + load.interval_s
+    observed = None
+    while popen.poll() is None:
+        time.sleep(0.2)
+        load.sampler.sample((popen.pid, *load.generator.pids))
+        if observed is None and (observed := _affinity(popen.pid)) is not None:
+            load.affinity.append(observed)
+        now = time.monotonic()
+        if now - started > overrun_s:
+            load.problems.append(f"JMeter ran past duration_s + {overrun_s - profile.duration_s:.0f} s; stopped it")
+            stop(popen)
+            return True
+        if now >= next_report:
+            must_stop = _reported(load, machines, started, now)
+            next_report = now + load.interval_s
+            if must_stop:
+                stop(popen)
+                return True
+    return False
+
+
+def _reported(load: _Load, machines: list[_MachineProgress], started: float, now: float) -> bool:
+    """The machines' progress read and reported; True when the load must stop: a threshold is lost
+    (--stop-on-fail), or every machine is past its capacity."""
+    for machine in machines:
+        machine.poll(now)
+    if load.report(now):                    # a threshold is lost (--stop-on-fail)
+        return True
+    for machine in machines:                # past its knee while another still loads: its arrivals end
+        if machine.broken and machine.ended_early_s is None and len(machines) > 1:
+            machine.ended_early_s = round(now - started, 1)
+            load.out.load_ended(machine.machine).touch()
+    if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
+        for machine in machines:
+            if machine.ended_early_s is None:
+                machine.ended_early_s = round(now - started, 1)
+        return True
+    return False
 
 
 def _affinity(pid: int) -> str | None:

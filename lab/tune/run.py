@@ -97,13 +97,7 @@ def search(backend: Backend, tuning: Tuning, plan: Plan, space: Space, base: dic
         info(f"configuration {number} ({ahead}): {point_text(point)}")
         estimated = budget.estimate(TUNED, knobs, limit, swap, sees)
         if estimated is not None and estimated.over_mib is not None and limit:
-            study.tell(number, Outcome(None, {"memory_over": f"its memory budget is {estimated.total_mib:.0f} MiB, "
-                                                             f"{estimated.over_mib:.0f} MiB over the {limit:.0f} "
-                                                             "MiB model: set aside unmeasured"},
-                                       {"memory_over": round(estimated.total_mib / limit - MEMORY_SHARE_MAX, 4)},
-                                       {"budget_mib": round(estimated.total_mib, 1), "seconds": 0},
-                                       measured=False))
-            info(f"  set aside: its memory budget ({estimated.total_mib:.0f} MiB) exceeds the {limit:.0f} MiB model")
+            _set_aside(study, number, estimated, limit)
             continue
         started = time.monotonic()
         folder = tuning.config_folder(number)
@@ -134,6 +128,17 @@ def search(backend: Backend, tuning: Tuning, plan: Plan, space: Space, base: dic
         study.tell(number, outcome)
         info("  " + _said(outcome, study.best()))
     return study
+
+
+def _set_aside(study: Study, number: int, estimated: budget.Budget, limit: float) -> None:
+    """A configuration whose memory budget exceeds the machine's model: told to the study, never measured."""
+    study.tell(number, Outcome(None, {"memory_over": f"its memory budget is {estimated.total_mib:.0f} MiB, "
+                                                     f"{estimated.over_mib:.0f} MiB over the {limit:.0f} "
+                                                     "MiB model: set aside unmeasured"},
+                               {"memory_over": round(estimated.total_mib / limit - MEMORY_SHARE_MAX, 4)},
+                               {"budget_mib": round(estimated.total_mib, 1), "seconds": 0},
+                               measured=False))
+    info(f"  set aside: its memory budget ({estimated.total_mib:.0f} MiB) exceeds the {limit:.0f} MiB model")
 
 
 def _next_allowed(study: Study, plan: Plan) -> str | None:

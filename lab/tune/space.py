@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,21 +167,7 @@ def _dimension(name: str, spec: object, groups: dict[str, str], declared: set[st
     if ("int" in spec) == ("choices" in spec):
         raise StepFailed(f"{where}: either int: [low, high] or choices")
     if "choices" in spec:
-        raw = spec["choices"]
-        if not isinstance(raw, dict) or len(raw) < 2 or set(spec) - {"group", "about", "choices"}:
-            raise StepFailed(f"{where}.choices: two choices at least, each name: {{variables, jvm_options}}")
-        choices = {}
-        for choice, sets in raw.items():
-            sets = sets or {}
-            if not isinstance(sets, dict) or set(sets) - {"variables", "jvm_options"}:
-                raise StepFailed(f"{where}.choices.{choice}: variables (name: value) and jvm_options only")
-            variables = sets.get("variables") or {}
-            if not isinstance(variables, dict):
-                raise StepFailed(f"{where}.choices.{choice}.variables: a mapping of variable to value")
-            for variable in variables:
-                known(variable, f"choices.{choice}.variables")
-            choices[str(choice)] = Choice(dict(variables), _options(sets.get("jvm_options"), f"{where}.choices.{choice}"))
-        return Dimension(name, group, about, choices=choices)
+        return Dimension(name, group, about, choices=_choices(spec, where, known))
     bounds = spec["int"]
     if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, int) for b in bounds)
             and 0 < bounds[0] < bounds[1]):
@@ -201,6 +188,25 @@ def _dimension(name: str, spec: object, groups: dict[str, str], declared: set[st
         raise StepFailed(f"{where}: its value goes nowhere: variables, settings or jvm_options")
     return Dimension(name, group, about, bounds[0], bounds[1], bool(spec.get("log")), step, variables, settings,
                      options)
+
+
+def _choices(spec: dict, where: str, known: Callable[[object, str], str]) -> dict[str, Choice]:
+    """A dimension's named choices, each the variables and JVM options it sets (known: refuses an undeclared one)."""
+    raw = spec["choices"]
+    if not isinstance(raw, dict) or len(raw) < 2 or set(spec) - {"group", "about", "choices"}:
+        raise StepFailed(f"{where}.choices: two choices at least, each name: {{variables, jvm_options}}")
+    choices = {}
+    for choice, sets in raw.items():
+        sets = sets or {}
+        if not isinstance(sets, dict) or set(sets) - {"variables", "jvm_options"}:
+            raise StepFailed(f"{where}.choices.{choice}: variables (name: value) and jvm_options only")
+        variables = sets.get("variables") or {}
+        if not isinstance(variables, dict):
+            raise StepFailed(f"{where}.choices.{choice}.variables: a mapping of variable to value")
+        for variable in variables:
+            known(variable, f"choices.{choice}.variables")
+        choices[str(choice)] = Choice(dict(variables), _options(sets.get("jvm_options"), f"{where}.choices.{choice}"))
+    return choices
 
 
 def _options(raw: object, where: str) -> tuple[str, ...]:
