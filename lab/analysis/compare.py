@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
+from lab import contract
 from lab.analysis import repeated, trials
 from lab.analysis import summary as single
 from lab.analysis.text import times
@@ -17,10 +19,13 @@ from lab.errors import StepFailed
 from lab.names import MACHINES
 from lab.runfolder import RunFolder
 
+Figures = contract.Summary | contract.RepeatedSummary     # a run's summary.json (a folder without trials: either)
 
-def _checked(folder: RunFolder, summary: dict) -> dict:
+
+def _checked(folder: RunFolder, summary: Figures) -> Figures:
     """A summary as the lab writes it (its comparison a list of rows with a key; its run and verdict objects),
-    else the folder named with what is wrong: a foreign or hand-edited file is a message, never a traceback."""
+    else the folder named with what is wrong: a foreign or hand-edited file is a message, never a traceback (its
+    type says what the lab writes, not what a file holds: these are the parts compare indexes)."""
     rows = summary.get("comparison")
     if not isinstance(rows or [], list) or not all(isinstance(row, dict) and "key" in row for row in rows or []):
         wrong = "its summary.json's comparison is not a list of rows"
@@ -31,7 +36,7 @@ def _checked(folder: RunFolder, summary: dict) -> dict:
     raise StepFailed(f"compare: {folder.root}: {wrong}; is it a run folder the lab wrote?")
 
 
-def _summaries(folder: RunFolder) -> list[dict]:
+def _summaries(folder: RunFolder) -> list[Figures]:
     """The figures of each trial (a single run: its own), made first where missing; a summary that cannot be
     read is named, with why."""
     runs = folder.trials() or [folder]
@@ -39,29 +44,32 @@ def _summaries(folder: RunFolder) -> list[dict]:
     for run in runs:
         if run.summary_json.is_file():
             problems: list[str] = []
-            summary = run.read_json(run.summary_json, problems, "summary")
+            summary = run.summary(problems)
             if summary is None:
                 raise StepFailed(f"compare: {folder.root}: {'; '.join(problems)}")
             found.append(_checked(folder, summary))
         elif run.run_json.is_file():            # figures made here, never written into a saved run
-            found.append(single.summarize(run.root, write=False, use_gcviewer=False))   # says what is missing
+            # says what is missing; built key by key, held to its type by tests/test_contract.py
+            found.append(cast(contract.Summary, single.summarize(run.root, write=False, use_gcviewer=False)))
     return found
 
 
-def _values(summaries: list[dict], key: str, column: str) -> list[float]:
+def _values(summaries: list[Figures], key: str, column: str) -> list[float]:
     """A comparison row's column (a machine, or "ratio") in each trial that has it."""
     rows = [next((row for row in s.get("comparison") or [] if row["key"] == key), None) for s in summaries]
-    return [row[column] for row in rows if row and isinstance(row.get(column), (int, float))]
+    return [value for row in rows if row and isinstance(value := row.get(column), (int, float))]
 
 
-def _about(folder: RunFolder, summaries: list[dict]) -> dict:
-    top = _checked(folder, (folder.read_json(folder.summary_json, [], "summary") if folder.summary_json.is_file()
-                            else None) or (summaries or [{}])[0])
-    run = top.get("run") or {}
+def _about(folder: RunFolder, summaries: list[Figures]) -> dict:
+    top = folder.summary() or (summaries[0] if summaries else None)
+    if top is not None:
+        _checked(folder, top)
+    run = (top.get("run") if top else None) or {}
+    verdict = top.get("verdict") if top else None
     return {"run_id": folder.root.name, "path": str(folder.root), "trials": len(summaries),
             "repeated": repeated.is_repeated(folder.root), "schedule": run.get("schedule"),
             "profile": run.get("profile") or {}, "backend": run.get("backend"),
-            "verdict": (top.get("verdict") or {}).get("verdict"), "mode": run.get("mode"),
+            "verdict": verdict.get("verdict") if verdict else None, "mode": run.get("mode"),
             "report": str(folder.report_html) if folder.report_html.is_file() else None}
 
 
@@ -107,10 +115,10 @@ def _knobs(a: RunFolder, b: RunFolder) -> list[dict]:
     return changed
 
 
-def _comparable(figures_a: list[dict], figures_b: list[dict]) -> str | None:
+def _comparable(figures_a: list[Figures], figures_b: list[Figures]) -> str | None:
     """Why B/A may mislead: the runs loaded differently (another profile or schedule)."""
-    def shape(figures: list[dict]) -> tuple:
-        run = (figures[0] if figures else {}).get("run") or {}
+    def shape(figures: list[Figures]) -> tuple:
+        run = (figures[0].get("run") if figures else None) or {}
         return json.dumps(run.get("profile"), sort_keys=True), run.get("schedule"), run.get("backend")
     if figures_a and figures_b and shape(figures_a) != shape(figures_b):
         return "the runs differ in their load, schedule or backend: B/A mixes that difference with any other"
