@@ -116,7 +116,7 @@ class RunRecord(TypedDict):
     host_limits: NotRequired[bool]
     stop_on_fail: NotRequired[bool]
     thresholds: NotRequired[dict[str, Any] | None]
-    ceiling_from: NotRequired[str | None]   # a tune's: the run whose load generator's ceiling it reuses
+    ceiling_from: NotRequired[str | None]   # whose generator's ceiling it reuses: a tune's, later trials'
     validation: NotRequired[str]            # a tune's validation: found or own
 
 

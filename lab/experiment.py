@@ -6,7 +6,7 @@ import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
@@ -161,6 +161,8 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
                 if why := chosen.unusable(folder.trial(number)):
                     trials[-1].update(counted=False, not_counted=why)
                     info(f"trial {number} is not counted: {why}")
+                # the generator's ceiling is the host's, not a trial's: the later trials copy the first one's
+                setup = replace(setup, mode={"ceiling_from": str(folder.trial(1).root), **setup.mode})
         except KeyboardInterrupt:       # between trials (or in a trial's report): the run still says how it ended
             measured.ended = {"how": "interrupted", "during": measured.phase}
         except Exception as error:      # a bug in a trial: the run's record says so before its traceback

@@ -467,6 +467,45 @@ def test_capacity_warms_a_restarted_jvm_up_climbing_and_never_above_its_first_st
     # none asked for: none
     assert not any(warm for _, _, warm in steps("--warmup", "0").segments())
 
+def test_a_recheck_that_missed_says_why_from_what_pcp_saw_over_both_steps(tmp_path):
+    coarse = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200),
+                                 (4000, 300, 0, 2500), (5000, 900, 0.05, 4000)])
+    folder = _refined_folder(tmp_path / "sick", 300, 400, [*_warm(40, 200), (3000, 900, 0.3, 5000)])
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
+    met = next(s for s in found["steps"] if s["rate_rps"] == 300 and not s.get("refined"))
+    again = next(s for s in found["steps"] if s["rate_rps"] == 300 and s.get("refined"))
+    times = [met["start_s"] + 1, met["start_s"] + 5, again["start_s"] + 1, again["start_s"] + 5]
+
+    def series(page_ins: list[float], host: list[float], own: list[float]) -> dict:
+        return {"pcp": {"t": times, "host_cpu_cores": host, "proc_t": times, "proc_cpu_cores": own,
+                        "proc_major_faults_per_s": page_ins, "proc_swap_bytes": [0, 0, 150 * 2**20, 140 * 2**20]}}
+
+    def why(pcp: dict) -> dict:
+        copy = json.loads(json.dumps(found))
+        capacity.why_not_recovered(copy, pcp)
+        return copy["refined"]
+
+    # paging through the recheck: the memory the overload pushed to swap, named with its figures
+    refined = why(series([1, 3, 400, 200], [1.5, 1.5, 1.6, 1.6], [1.0, 1.0, 0.9, 0.9]))
+    assert refined["cause"] == "paging" and refined["recovered"] is False
+    assert "its processes paged in 300 pages/s over it (2 when it met it), with 150 MiB in swap" in refined["note"]
+    assert refined["note"].startswith("at 300 req/s, which it met before (p99 ") and "the coarse steps' " in refined[
+        "note"]
+    assert refined["seen"]["again"]["swap_peak_bytes"] == 150 * 2**20
+    # no page-ins: the note gives both steps' p99 and claims no cause; PCP's figures are kept all the same
+    refined = why(series([0, 0, 10, 10], [1.2, 1.2, 2.0, 2.0], [1.0, 1.0, 0.8, 0.6]))
+    assert "cause" not in refined and refined["seen"]["again"]["host_cpu_cores"] == 2.0
+    assert (": PCP shows no cause (page-ins 10/s, under 50; the host's CPUs 2.00 cores busy, its own processes 0.70): "
+            "a rate this close to the knee") in refined["note"]
+    assert refined["note"].startswith("at 300 req/s, which it met before (p99 ")
+    assert "cause" not in why({}) and "seen" not in why({})
+    # a recheck that met (recovered) is left alone
+    copy = json.loads(json.dumps(found))
+    copy["refined"]["recovered"] = True
+    capacity.why_not_recovered(copy, series([1, 3, 400, 200], [1.5, 1.5, 1.6, 1.6], [1, 1, 1, 1]))
+    assert "cause" not in copy["refined"]
+
+
 def test_the_headline_of_a_capacity_run_gives_each_capacity_and_the_ratio(tmp_path):
     from lab.analysis.headline import headline
     summary = {"run": {"schedule": "sequential"}, "capacity": {"ratio": 1.5},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import evidence, experiment, load, placement, report, status
+from lab import evidence, experiment, generator, load, placement, report, status
 from lab.errors import LabError, StepFailed
 from lab.machines import manifest
 from lab.names import MACHINES
@@ -150,6 +150,15 @@ def test_repeated_trials_alternate_the_order_and_each_keeps_its_own_folder(steps
         trial = json.loads((steps["run"] / "trials" / str(number) / "run.json").read_text())
         assert trial["ended"] == {"how": "completed"} and trial["order"] == top["trials"][number - 1]["order"]
     assert (steps["run"] / "status.json").is_file() and (steps["run"] / "report" / "index.html").is_file()
+
+
+def test_a_repeated_capacity_run_measures_the_generators_ceiling_once_and_its_later_trials_copy_it(steps, monkeypatch):
+    asked = []
+    monkeypatch.setattr(generator, "measure_ceiling", lambda backend, targets, profile, folder, cpus, problems,
+                        measured_in=None: asked.append((folder.root, measured_in and measured_in.root)))
+    assert experiment.run(FakeBackend(), load.QUICK_STEPS, "sequential", repeat=3) == 0
+    first = steps["run"] / "trials" / "1"
+    assert asked == [(first, None), (steps["run"] / "trials" / "2", first), (steps["run"] / "trials" / "3", first)]
 
 
 def test_a_measurement_of_one_machine_loads_and_records_only_it_and_replaces_trials_without_a_figure(

@@ -21,8 +21,8 @@ Definitions (also in summary.json's capacity "basis"):
   missed it; the knee: the first of those steps. Then the last rate met again and finer steps (resolution_rps
   apart) up to the knee, ended by the first miss (lab/knee.py): the capacity the highest of them met before it, the
   knee that miss; when the rate met before misses again, the machine had not recovered and the coarse figures
-  stand. A machine that met it at every step has a capacity of at least the last rate (reached_max), not a
-  measured one.
+  stand, with what PCP saw over both steps where it names a cause (why_not_recovered). A machine that met it at
+  every step has a capacity of at least the last rate (reached_max), not a measured one.
 """
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ import json
 from collections import Counter
 
 from lab.analysis.jmeter import Samples, client_side, error_class, error_label, read_results
+from lab.analysis.text import mib
+from lab.analysis.verdict import PAGE_INS_MAX
 from lab.load.openmodel import DELIVERED, Slo, StepLoad
 from lab.numbers import percentile
 from lab.runfolder import JMeterFolder
@@ -305,6 +307,62 @@ def _mean_in(times: list | None, values: list | None, start: float, end: float) 
     return round(sum(found) / len(found), 3) if found else None
 
 
+def _summed(pcp: dict, key: str) -> list | None:
+    """A PCP series at each time; per instance (a connector, a pool): their sum."""
+    values = pcp.get(key)
+    if isinstance(values, dict):
+        columns = list(values.values())
+        values = [sum(v for v in row if isinstance(v, (int, float))) for row in zip(*columns)] if columns else None
+    return values
+
+
+def _over_step(pcp: dict, step: dict, step_s: float) -> dict:
+    """What PCP saw of the machine and its host over one step: the host's busy CPUs and the machine's processes'
+    CPU and page-ins (means), the swap they held (peak)."""
+    start, end = step["start_s"], step["start_s"] + step_s
+    return {"host_cpu_cores": _mean_in(pcp.get("t"), pcp.get("host_cpu_cores"), start, end),
+            "cpu_cores": _mean_in(pcp.get("proc_t"), _summed(pcp, "proc_cpu_cores"), start, end),
+            "page_ins_per_s": _mean_in(pcp.get("proc_t"), _summed(pcp, "proc_major_faults_per_s"), start, end),
+            "swap_peak_bytes": _peak(pcp.get("proc_t"), _summed(pcp, "proc_swap_bytes"), start, end)}
+
+
+def why_not_recovered(found: dict, series: dict) -> None:
+    """When a knee's recheck missed a rate the coarse steps met: both steps' p99 and what PCP saw over each in the
+    refinement (`seen`), and its note with the cause where PCP shows one: its processes paging in (the overload
+    pushed their memory to swap; measured on a machine over its memory model: 67-488 pages/s through its rechecks, 2-5
+    when it met the rate). Else the note says what else was measured to miss so: on this project's 2-CPU host, a
+    default machine met 800 req/s (p99 100-431 ms) climbing from 700, near its backend pool's limit, and missed it
+    (p99 5-7 s) reached from rest after its knee, with neither paging nor its host's CPUs full, where its
+    recheck at 700 met; a rate that close to the knee is met from a warm climb only."""
+    refined = found.get("refined") or {}
+    steps, pcp = found.get("steps") or [], series.get("pcp") or {}
+    rate = (refined.get("between") or [None])[0]
+    if refined.get("recovered") is not False or rate is None:
+        return
+    coarse = next((s for s in steps if s["rate_rps"] == rate and not s.get("refined") and not s["warmup"]), None)
+    again = next((s for s in steps if s["rate_rps"] == rate and s.get("refined") and not s["warmup"]), None)
+    if coarse is None or again is None:
+        return
+    step_s = found.get("step_s") or 0
+    before, now = _over_step(pcp, coarse, step_s), _over_step(pcp, again, step_s)
+    page_ins, swap = now["page_ins_per_s"], now["swap_peak_bytes"]
+    if page_ins is not None and page_ins >= PAGE_INS_MAX:
+        refined["cause"] = "paging"
+        cause = (f"its processes paged in {page_ins:,.0f} pages/s over it ({before['page_ins_per_s'] or 0:,.0f} when "
+                 f"it met it){f', with {mib(swap)} in swap' if swap else ''}: the overload pushed its memory out, "
+                 "and bringing it back bound it, not its pools")
+    else:
+        seen = (f" (page-ins {page_ins:,.0f}/s, under {PAGE_INS_MAX:g}; the host's CPUs {now['host_cpu_cores']:.2f} "
+                f"cores busy, its own processes {now['cpu_cores']:.2f})" if page_ins is not None and now[
+                    "host_cpu_cores"] is not None and now["cpu_cores"] is not None else "")
+        cause = (f"PCP shows no cause{seen}: a rate this close to the knee can be met climbing from the step below "
+                 "and missed reached from rest, or it had not recovered from the overload")
+    if pcp:
+        refined["seen"] = {"when_met": before, "again": now}
+    refined["note"] = (f"at {rate} req/s, which it met before (p99 {coarse['p99_ms']:,.0f} ms), it missed (p99 "
+                       f"{again['p99_ms']:,.0f} ms): {cause}; the coarse steps' capacity stands")
+
+
 def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
     """The machine during its knee step (times from the run's start): its memory, CPU and threads, where
     requests queued (Tomcat's busy threads, HTTPD's busy workers, the HTTP client pool's waiters: PCP), its
@@ -317,11 +375,7 @@ def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
     pcp = series.get("pcp") or {}
 
     def peak_of(times_key: str, key: str) -> float | None:
-        values = pcp.get(key)
-        if isinstance(values, dict):      # per instance (a connector, a pool): their sum at each time
-            columns = list(values.values())
-            values = [sum(v for v in row if isinstance(v, (int, float))) for row in zip(*columns)] if columns else None
-        return _peak(pcp.get(times_key), values, start, end)
+        return _peak(pcp.get(times_key), _summed(pcp, key), start, end)
 
     def increase_of(times_key: str, key: str) -> float | None:
         """A counter's increase over the knee step (the accept queue's overflows): from its last value before the

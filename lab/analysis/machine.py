@@ -32,6 +32,7 @@ def machine_figures(folder: RunFolder, machine: str, samples: Samples | None, t0
     entry["events"] = events = _events(folder, machine, t0, missing)
     if entry.get("capacity"):
         entry["capacity"]["at_knee"] = capacity.at_knee(entry["capacity"], series, events)
+        capacity.why_not_recovered(entry["capacity"], series)
     entry["memory"] = memory.figures(resources, events, backend)
     entry["cpu"] = _cpu(resources, backend)
     state = ((status or {}).get("machines") or {}).get(machine) if status else None
