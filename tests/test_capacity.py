@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab import cli, options
-from lab.analysis import capacity
+from lab.analysis import capacity, step_state
 from lab.analysis.jmeter import error_class, read_results
 from lab.analysis.summary import summarize
 from lab.load import ceiling, openplan
@@ -482,7 +482,7 @@ def test_a_recheck_that_missed_says_why_from_what_pcp_saw_over_both_steps(tmp_pa
 
     def why(pcp: dict) -> dict:
         copy = json.loads(json.dumps(found))
-        capacity.why_not_recovered(copy, pcp)
+        step_state.why_not_recovered(copy, pcp)
         return copy["refined"]
 
     # paging through the recheck: the memory the overload pushed to swap, named with its figures
@@ -502,7 +502,7 @@ def test_a_recheck_that_missed_says_why_from_what_pcp_saw_over_both_steps(tmp_pa
     # a recheck that met (recovered) is left alone
     copy = json.loads(json.dumps(found))
     copy["refined"]["recovered"] = True
-    capacity.why_not_recovered(copy, series([1, 3, 400, 200], [1.5, 1.5, 1.6, 1.6], [1, 1, 1, 1]))
+    step_state.why_not_recovered(copy, series([1, 3, 400, 200], [1.5, 1.5, 1.6, 1.6], [1, 1, 1, 1]))
     assert "cause" not in copy["refined"]
 
 
@@ -541,7 +541,7 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
     events = {"oom_kills": 1, "process_exits": [{"process": "service", "reason": "killed by SIGKILL", "at_s": start + 8},
                                                 {"process": "httpd", "reason": "exited", "at_s": start - 40}],
               "peak_cgroup_usage_bytes": 536870912}
-    state = capacity.at_knee(found, series, events)
+    state = step_state.at_knee(found, series, events)
     # connections held by Tomcat (both connectors), and those the kernel dropped from a full accept queue in the step
     assert state["tomcat_connections_peak"] == 212 and state["accept_queue_overflows"] == 70    # from before the step
     # deaths over the whole load, beside those in the knee step, and the memory the OOM killer saw
@@ -552,7 +552,7 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
     assert state["tomcat_busy_peak"] == 220 and state["httpd_busy_peak"] == 150 and state["pool_pending_peak"] is None
     assert state["gc_pauses"] == 2 and state["gc_pause_max_ms"] == 120
     assert [e["process"] for e in state["process_exits"]] == ["service"] and state["oom_kills_in_run"] == 1
-    assert capacity.at_knee({**found, "knee_rps": None}, series, events) is None
+    assert step_state.at_knee({**found, "knee_rps": None}, series, events) is None
 
 
 def test_a_step_the_load_generator_did_not_deliver_can_miss_the_slo_but_not_meet_it(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.analysis import capacity, gclog, inputs, memory
+from lab.analysis import capacity, gclog, inputs, memory, step_state
 from lab.analysis.jmeter import Samples, analyze_load
 from lab.analysis.pcp import analyze_pcp
 from lab.load.openmodel import StepLoad
@@ -31,8 +31,8 @@ def machine_figures(folder: RunFolder, machine: str, samples: Samples | None, t0
         missing.append(f"no PCP archive (machines/{machine}/pcp/)")
     entry["events"] = events = _events(folder, machine, t0, missing)
     if entry.get("capacity"):
-        entry["capacity"]["at_knee"] = capacity.at_knee(entry["capacity"], series, events)
-        capacity.why_not_recovered(entry["capacity"], series)
+        entry["capacity"]["at_knee"] = step_state.at_knee(entry["capacity"], series, events)
+        step_state.why_not_recovered(entry["capacity"], series)
     entry["memory"] = memory.figures(resources, events, backend)
     entry["cpu"] = _cpu(resources, backend)
     state = ((status or {}).get("machines") or {}).get(machine) if status else None
