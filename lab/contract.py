@@ -1,8 +1,9 @@
 """The files a run publishes for scripts, as types: summary.json (one run's, or a repeated run's), run.json,
 ablation.json and tune.json. These TypedDicts are the one description of their shape: docs/schema/*.schema.json
 is generated from them (tools/schema.py), and tests/test_contract.py keeps it current and validates stored and
-end-to-end files against it. run.json's writer and the verdict return their types, so mypy checks what they
-build; the summaries are built up key by key and are held to theirs by those tests. Their readers get them typed
+end-to-end files against it. run.json's writer, the verdict and one run's summary return their types, so mypy
+checks what they build; a machine's figures and a repeated run's summary are built up key by key, held to theirs by
+those tests. Their readers get them typed
 (lab/runfolder.py: RunFolder.summary() and run_summary(), is_repeated() telling the two apart), so mypy checks each
 key a reader indexes and the type of what it reads (a .get() of a key not declared here gives an `object`, never a
 figure); they read with .get() where a partial file (a run cut short) may lack a part. A figure may be null where
@@ -14,11 +15,11 @@ inputs) stay open objects here: their keys are documented where they are compute
 """
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from typing import Any, Final, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-SUMMARY_SCHEMA = 2          # 2: the verdict, the detected steady state, JMeter's percentiles
+SUMMARY_SCHEMA: Final = 2   # 2: the verdict, the detected steady state, JMeter's percentiles
 RUN_SCHEMA = 1
 ABLATION_SCHEMA = 1
 TUNE_SCHEMA = 1

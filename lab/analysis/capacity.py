@@ -29,8 +29,11 @@ from __future__ import annotations
 import bisect
 import json
 from collections import Counter
+from collections.abc import Mapping
+from typing import cast
 
 from lab.analysis.jmeter import Samples, client_side, error_class, error_label, read_results
+from lab.contract import CapacityComparison, Generator, MachineCapacity
 from lab.load.openmodel import DELIVERED, Slo, StepLoad
 from lab.numbers import percentile
 from lab.runfolder import JMeterFolder
@@ -236,7 +239,7 @@ def with_refined(found: dict, folder: JMeterFolder, t0: float) -> dict:
                         "recovered": recheck["met"] if recheck else None}}     # None: no recheck, or not judged
 
 
-def generator_ceiling(folder: JMeterFolder) -> dict | None:
+def generator_ceiling(folder: JMeterFolder) -> Generator | None:
     """The load generator's ceiling from its own results (lab/load/ceiling.py), or None when it was not measured:
     the highest rate of its steps that arrived at the rate and met the SLO before stop_after_misses consecutive ones
     that did not (a lone step JMeter fell behind in, still warming up, is not its ceiling)."""
@@ -271,7 +274,8 @@ def generator_ceiling(folder: JMeterFolder) -> dict | None:
                else f"its p99 was {stopped['p99_ms']:.0f} ms, errors {stopped['error_rate']:.1%}")
         text = f"{ceiling} req/s (at {stopped['rate_rps']} req/s {why})"
     return {"ceiling_rps": ceiling, "reached_max": reached_max, "steps": found["steps"], "where": target.get("where"),
-            "target": target.get("url"), "text": text, "basis": CEILING_BASIS}
+            "target": cast(str, target.get("url")),     # as lab/load/ceiling.py wrote it into target.json
+            "text": text, "basis": CEILING_BASIS}
 
 
 def ceiling_measured(folder: JMeterFolder) -> bool:
@@ -281,11 +285,12 @@ def ceiling_measured(folder: JMeterFolder) -> bool:
     return found is not None and bool(found["steps"])
 
 
-def compare(machines: dict[str, dict]) -> dict:
-    """Both machines' capacities and the tuned/default ratio, when both were measured."""
-    default, tuned = machines.get("default") or {}, machines.get("tuned") or {}
-    a, b = default.get("capacity_rps"), tuned.get("capacity_rps")
-    measured = all(m.get("found") for m in (default, tuned))
+def compare(machines: Mapping[str, MachineCapacity | None]) -> CapacityComparison:
+    """Both machines' capacities (each machine's as found, None where not a capacity run) and the tuned/default
+    ratio, when both were measured."""
+    default, tuned = machines.get("default"), machines.get("tuned")
+    a, b = (m.get("capacity_rps") if m else None for m in (default, tuned))
+    measured = all(m and m.get("found") for m in (default, tuned))
     return {"default_rps": a, "tuned_rps": b,
             "ratio": round(b / a, 4) if measured and a and b is not None else None,
             "note": None if measured else "no ratio: a machine's capacity was not found (see its note)"}

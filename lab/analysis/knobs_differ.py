@@ -2,15 +2,17 @@
 A variable whose values differ only by the machine's own name (a home, a path, a node name) is where each machine
 lives, not its tuning: listed apart (wiring), so that the table holds what a user would change.
 
-    knobs_differ(knobs) -> dict
+    knobs_differ(knobs) -> KnobsDiffer
 """
 from __future__ import annotations
 
 import json
 import re
 
+from lab.contract import KnobsDiffer
 
-def knobs_differ(knobs: dict | None) -> dict:
+
+def knobs_differ(knobs: dict | None) -> KnobsDiffer:
     """knobs.json's two machines set side by side: {differ: [{variable, default, tuned}], wiring: [variable],
     same, available, unrendered}."""
     if not knobs:

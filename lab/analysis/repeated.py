@@ -36,7 +36,7 @@ def summarize(run_dir: Path, write: bool = True) -> contract.RepeatedSummary:
     for trial in folder.trials():
         figures = trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None
         if figures is None and trial.run_json.is_file():
-            figures = single.summarize(trial.root)
+            figures = dict(single.summarize(trial.root))    # read as the trials' stored ones are: a dict
         if figures is None:
             problems.append(f"trial {trial.root.name}: no summary (the trial did not get to load)")
             continue

@@ -1,6 +1,6 @@
 """A run folder → summary.json (the figures) and series.json (the time series the report charts).
 
-    summarize(run_dir) -> dict          # also writes run_dir/summary.json and run_dir/series.json
+    summarize(run_dir) -> Summary       # also writes run_dir/summary.json and run_dir/series.json
     python3 -m lab.analysis runs/<run-id>
 
 Every figure is computed here from the raw files the run collected (their layout: lab/runfolder.py):
@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any, Final, cast
+
+from typing_extensions import TypedDict
 
 from lab import budget, contract
 from lab.analysis import capacity, claims, inputs, limits, loadgen, memory, queues, thresholds, verdict
@@ -34,7 +37,13 @@ from lab.numbers import number as _number
 from lab.numbers import ratio as _ratio
 from lab.runfolder import RunFolder
 
-SCHEMA = contract.SUMMARY_SCHEMA    # the shape summarize() writes: lab/contract.py's Summary
+SCHEMA: Final = contract.SUMMARY_SCHEMA     # the shape summarize() writes: lab/contract.py's Summary
+
+
+class _Sometimes(TypedDict, total=False):
+    """The Summary's parts only some runs have (a capacity run's capacity, a run's thresholds), in their place."""
+    capacity: contract.CapacityComparison
+    thresholds: list[dict[str, Any]]
 
 
 def _budget(machine: str, knobs: dict | None, run: dict, backend: str | None, entry: dict) -> dict | None:
@@ -96,7 +105,7 @@ def _samples(folder: RunFolder, machines: list[str], started: float | None, ende
 
 
 def _run_entry(folder: RunFolder, run: dict, status: dict | None, profile: dict, backend: str | None,
-               started: float | None, ended: float | None, t0: float) -> dict:
+               started: float | None, ended: float | None, t0: float) -> contract.SummaryRun:
     """The summary's "run": what run.json says of it, and the time every figure counts from (t0)."""
     return {"run_id": run.get("run_id") or folder.run_id, "backend": backend,
             "backend_note": run.get("backend_note") or (status or {}).get("note"),
@@ -144,7 +153,7 @@ def _with_knobs(entry: dict, machine: str, machine_knobs: dict | None, run: dict
                                              _number((entry.get("resources") or {}).get("ncpu")))
 
 
-def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> dict:
+def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> contract.Summary:
     """The run's figures (also written to run_dir/summary.json, and its series to series.json)."""
     folder = RunFolder(Path(run_dir))
     problems: list[str] = []
@@ -156,43 +165,50 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> d
     profile = run["profile"] if isinstance(run.get("profile"), dict) else {}
     ramp_s = _number(profile.get("ramp_s")) or 0.0
     backend = run.get("backend") or (status or {}).get("backend")
-    machines = _machines(folder, run, status, knobs)
+    names = _machines(folder, run, status, knobs)
 
     started, ended = _number(run.get("started_at")), _number(run.get("ended_at"))
-    samples = _samples(folder, machines, started, ended, problems)
+    samples = _samples(folder, names, started, ended, problems)
     t0 = started if started is not None else (
         min(min(s.start) for s in samples.values()) / 1000.0 if samples else time.time())
 
-    summary: dict = {
-        "schema": SCHEMA, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
-        "run": _run_entry(folder, run, status, profile, backend, started, ended, t0),
-        "definitions": dict(DEFINITIONS), "machines": {}, "problems": problems,
-    }
+    generated_at = round(time.time(), 3)
+    run_entry = _run_entry(folder, run, status, profile, backend, started, ended, t0)
+    machines: dict[str, contract.MachineFigures] = {}
     series: dict = {"t0": t0, "machines": {}}
 
     # jmeter/loadgen.csv, read once for every machine's knee (a capacity run's; the verdict reads it for the load)
     generator_cpu = loadgen.read(folder.jmeter.loadgen) if step_load(run) is not None else []
-    for machine in machines:
+    for machine in names:
         entry, machine_series = machine_figures(folder, machine, samples.get(machine), t0, ramp_s, backend,
                                                 status, run, use_gcviewer)
         _with_knobs(entry, machine, (knobs or {}).get(machine), run, backend, generator_cpu, t0)
-        summary["machines"][machine] = entry
+        # machine.py builds the entry key by key, _with_knobs adds the last: held to its type by tests/test_contract.py
+        machines[machine] = cast(contract.MachineFigures, entry)
         series["machines"][machine] = machine_series
         problems.extend(f"{machine}: {p}" for p in entry["missing"])
 
-    summary["comparison"] = _comparison(summary["machines"])
-    summary["limits"] = limits.analyze(folder, run, summary["machines"], problems)
+    comparison = _comparison(machines)
+    found_limits = limits.analyze(folder, run, machines, problems)
+    sometimes: _Sometimes = {}
     if step_load(run) is not None:
-        summary["capacity"] = capacity.compare({name: m.get("capacity") or {} for name, m in summary["machines"].items()})
-        summary["capacity"]["generator"] = capacity.generator_ceiling(folder.jmeter.generator)
+        sometimes["capacity"] = capacity.compare({name: m.get("capacity") for name, m in machines.items()})
+        sometimes["capacity"]["generator"] = capacity.generator_ceiling(folder.jmeter.generator)
+    # The summary's parts the judges below read: each takes a summary (their tests hand them whole ones)
+    so_far = {"run": run_entry, "machines": machines, "comparison": comparison, "limits": found_limits, **sometimes}
     # A trial is not judged alone: its repeated run checks the thresholds on the trials' means.
     if isinstance(run.get("thresholds"), dict) and run["thresholds"] and not folder.is_trial:
-        summary["thresholds"] = thresholds.check(summary, run["thresholds"], lost=run.get("threshold_lost"))
-    summary["verdict"] = verdict.judge(summary, folder.jmeter.loadgen)
-    summary["claims"] = claims.answer(summary, series)
-    summary["knobs"] = knobs_differ(knobs)
-    summary["observed"] = _observed(status, machines)
-    summary["what_happened"] = what_happened(summary)
+        sometimes["thresholds"] = thresholds.check(so_far, run["thresholds"], lost=run.get("threshold_lost"))
+    summary: contract.Summary = {
+        "schema": SCHEMA, "generated_at": generated_at, "generator": "lab/analysis", "run": run_entry,
+        "definitions": dict(DEFINITIONS), "machines": machines, "problems": problems,
+        "comparison": comparison, "limits": found_limits, **sometimes,
+        "verdict": verdict.judge(so_far, folder.jmeter.loadgen),
+        "claims": claims.answer(so_far, series),
+        "knobs": knobs_differ(knobs),
+        "observed": _observed(status, names),
+        "what_happened": what_happened(so_far),
+    }
     if write:
         folder.write_json(folder.summary_json, summary)
         folder.write_json(folder.series_json, series, compact=True)
@@ -245,33 +261,34 @@ def _same_measure(a: str | None, b: str | None) -> bool:
     return a is not None and (a or "").replace("hotproc.", "proc.") == (b or "").replace("hotproc.", "proc.")
 
 
-def _comparison(machines: dict) -> list[dict]:
+def _comparison(machines: dict) -> list[contract.ComparisonRow]:
     default, tuned = machines.get("default") or {}, machines.get("tuned") or {}
     unsettled = [name for name, m in (("default", default), ("tuned", tuned))
                  if ((m.get("load") or {}).get("window") or {}).get("settled") is False]
-    rows = []
+    rows: list[contract.ComparisonRow] = []
     for key, label, unit, get, better in COMPARED:
         if key == "capacity_rps" and "capacity" not in default and "capacity" not in tuned:
             continue                                    # not a capacity run
         a, b = get(default), get(tuned)
-        row = {"key": key, "label": label, "unit": unit, "default": a, "tuned": b, "ratio": _ratio(b, a),
-               "better": better}
+        row: contract.ComparisonRow = {"key": key, "label": label, "unit": unit, "default": a, "tuned": b,
+                                       "ratio": _ratio(b, a), "better": better}
         if key == "gc_max_ms":
             lone = [m for m, entry in (("default", default), ("tuned", tuned)) if lone_pause(entry.get("gc") or {})]
             if lone:        # one outlier's ratio reads as a pattern: said, and not coloured
-                row.update(outlier=True, note=f"a lone pause on {' and '.join(lone)}: at least "
-                                              f"{LONE_PAUSE_FACTOR} times the 99th percentile of the other pauses "
-                                              "(see What happened)")
+                row.update({"outlier": True, "note": f"a lone pause on {' and '.join(lone)}: at least "
+                                                     f"{LONE_PAUSE_FACTOR} times the 99th percentile of the other "
+                                                     "pauses (see What happened)"})
         if key in STEADY_KEYS and unsettled:
-            row.update(ratio=None, note=f"no ratio: {' and '.join(unsettled)} did not reach a steady state")
+            row.update({"ratio": None, "note": f"no ratio: {' and '.join(unsettled)} did not reach a steady state"})
         if key == "peak_memory_bytes":
             # Compare like with like: events.json on both, else PCP on both.
             ma, mb = default.get("memory") or {}, tuned.get("memory") or {}
             if ma.get("events_peak_bytes") is not None and mb.get("events_peak_bytes") is not None:
-                row.update(default=ma["events_peak_bytes"], tuned=mb["events_peak_bytes"], source=memory.EVENTS_SOURCE)
+                row.update({"default": ma["events_peak_bytes"], "tuned": mb["events_peak_bytes"],
+                            "source": memory.EVENTS_SOURCE})
             elif ma.get("pcp_peak_bytes") is not None and mb.get("pcp_peak_bytes") is not None \
                     and _same_measure(ma.get("pcp_source"), mb.get("pcp_source")):
-                row.update(default=ma["pcp_peak_bytes"], tuned=mb["pcp_peak_bytes"], source=ma["pcp_source"])
+                row.update({"default": ma["pcp_peak_bytes"], "tuned": mb["pcp_peak_bytes"], "source": ma["pcp_source"]})
             else:
                 if a is not None and b is not None:
                     row["source"] = "measured differently on each machine: no ratio"
@@ -283,8 +300,8 @@ def _comparison(machines: dict) -> list[dict]:
     return rows
 
 
-def _observed(status: dict | None, machines: list[str]) -> dict:
-    rows: dict[str, dict] = {}
+def _observed(status: dict | None, machines: list[str]) -> dict[str, contract.Machines]:
+    rows: dict[str, contract.Machines] = {}
     for machine in machines:
         state = ((status or {}).get("machines") or {}).get(machine) or {}
         for key, value in (state.get("observed") or {}).items():

@@ -92,7 +92,7 @@ def render(run_dir: Path, refresh: bool = False) -> Path:
     if folder.trials():                     # a repeated run: its trials compared (each has its own report)
         return trials_page.render(folder, environment())
     if refresh or _stale(folder):
-        summary = summarize(folder.root)
+        summary: dict = dict(summarize(folder.root))    # the page reads it as it reads summary.json: a dict
     else:
         summary = json.loads(folder.summary_json.read_text())
     series = json.loads(folder.series_json.read_text())
