@@ -161,8 +161,8 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
                 if why := chosen.unusable(folder.trial(number)):
                     trials[-1].update(counted=False, not_counted=why)
                     info(f"trial {number} is not counted: {why}")
-                # the generator's ceiling is the host's, not a trial's: the later trials copy the first one's
-                setup = replace(setup, mode={"ceiling_from": str(folder.trial(1).root), **setup.mode})
+                if number == 1 and setup.capacity_steps is not None:    # the host's ceiling: later trials copy it
+                    setup = replace(setup, mode={"ceiling_from": str(folder.trial(1).root), **setup.mode})
         except KeyboardInterrupt:       # between trials (or in a trial's report): the run still says how it ended
             measured.ended = {"how": "interrupted", "during": measured.phase}
         except Exception as error:      # a bug in a trial: the run's record says so before its traceback
@@ -194,6 +194,11 @@ class _Setup:
     placed: dict
     mode: dict                  # {"mode": "ab"} or an A/A run's (lab/aa.py), and the run's thresholds
     knobs: dict                 # each machine's, read once per run
+
+    @property
+    def capacity_steps(self) -> load.StepLoad | None:
+        """A capacity run's steps: it measures the generator's ceiling and refines each knee (an ablation's don't)."""
+        return self.profile if isinstance(self.profile, load.StepLoad) and self.mode.get("mode") != "ablation" else None
 
 
 def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measured:
@@ -269,8 +274,7 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
     backend, profile = setup.backend, setup.profile
     # JMeter on CPUs of its own when the placement gives it some (taskset)
     cpus = setup.placed["cpus"].get(placement.LOADGEN) if setup.placed.get("dedicated") else None
-    # A capacity run's own: its generator's ceiling, and finer steps near each knee (an ablation's trials skip both)
-    steps = profile if isinstance(profile, load.StepLoad) and setup.mode.get("mode") != "ablation" else None
+    steps = setup.capacity_steps
     if steps is not None:
         measured.phase = "measuring the load generator's ceiling"
         ceiling_from = setup.mode.get("ceiling_from")

@@ -149,6 +149,7 @@ def test_repeated_trials_alternate_the_order_and_each_keeps_its_own_folder(steps
     for number in (1, 2, 3):
         trial = json.loads((steps["run"] / "trials" / str(number) / "run.json").read_text())
         assert trial["ended"] == {"how": "completed"} and trial["order"] == top["trials"][number - 1]["order"]
+        assert "ceiling_from" not in trial          # no generator's ceiling in a closed-model run, none copied
     assert (steps["run"] / "status.json").is_file() and (steps["run"] / "report" / "index.html").is_file()
 
 
