@@ -80,6 +80,7 @@ def test_install_deps_installs_a_missing_package_and_keeps_apts_messages_but_not
     (tmp_path / "tools").mkdir()
     shutil.copy2(REPO / "tools" / "install-deps", tmp_path / "tools" / "install-deps")
     (tmp_path / "requirements.txt").write_text("")
+    (tmp_path / "requirements-bootstrap.txt").write_text("")
     venv_bin = tmp_path / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
     fakes = tmp_path / "fakes"
@@ -90,15 +91,20 @@ def test_install_deps_installs_a_missing_package_and_keeps_apts_messages_but_not
         (fakes, "apt-get", f'echo "$*" >> {tmp_path}/apt.log\n[ "$1" = install ] || exit 0\n'
                            'echo "debconf: delaying package configuration, since apt-utils is not installed" >&2\n'
                            'echo "W: a warning the user should see" >&2\n'),
-        (venv_bin, "python", "exit 0\n"), (venv_bin, "pip", f'echo "$*" >> {tmp_path}/pip.log\n'),
+        (venv_bin, "python", "exit 0\n"), (venv_bin, "pip", f'echo "pip $*" >> {tmp_path}/pip.log\n'),
+        (venv_bin, "uv", f'echo "uv $*" >> {tmp_path}/pip.log\n'),
     ]:
         _fake_tool(folder, name, script)
     result = subprocess.run([str(tmp_path / "tools" / "install-deps")], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"})
     assert result.returncode == 0, result.stderr
-    # the lock is installed with its hashes checked, and nothing it does not name
-    pip_installs = [line for line in (tmp_path / "pip.log").read_text().splitlines() if line.startswith("install")]
-    assert pip_installs == [f"install -q --require-hashes --no-deps --requirement={tmp_path / 'requirements.txt'}"]
+    # pip installs the installer from its lock, which installs the lab's: each with its hashes checked,
+    # and nothing it does not name
+    installs = [line for line in (tmp_path / "pip.log").read_text().splitlines() if " install " in line]
+    assert installs == [
+        f"pip install -q --require-hashes --no-deps --requirement={tmp_path / 'requirements-bootstrap.txt'}",
+        f"uv pip install -q --native-tls --python={venv_bin / 'python'} --require-hashes --no-deps --compile-bytecode"
+        f" --requirement={tmp_path / 'requirements.txt'}"]
     installs = [line for line in (tmp_path / "apt.log").read_text().splitlines() if line.startswith("install")]
     assert len(installs) == 1 and "openjdk-17-jdk-headless" in installs[0] and "supervisor" in installs[0]
     assert "W: a warning the user should see" in result.stderr
@@ -120,7 +126,8 @@ def test_install_deps_stops_when_apt_fails(tmp_path):
     assert "E: Unable to locate package openjdk" in result.stderr
 
 
-LOCKS = [REPO / "requirements.txt", REPO / "requirements-dev.txt", REPO / "mock-service" / "requirements.txt"]
+LOCKS = [REPO / "requirements.txt", REPO / "requirements-dev.txt", REPO / "mock-service" / "requirements.txt",
+         REPO / "requirements-bootstrap.txt"]
 
 
 def _locked(lock: Path) -> dict[str, tuple[str, int]]:
