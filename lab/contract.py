@@ -54,6 +54,7 @@ class Profile(TypedDict):
     warmup_s: NotRequired[int]
     warmup_rps: NotRequired[int]
     warmup_steps: NotRequired[int]
+    lead_rps: NotRequired[int]              # a refinement: its first judged step, below start_rps
     resolution_rps: NotRequired[int]
     stop_after_misses: NotRequired[int]
     stop_when_behind: NotRequired[bool]

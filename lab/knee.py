@@ -1,8 +1,9 @@
 """The second half of a capacity run's knee search: once the coarse steps have found a machine's knee (two steps in
-a row missed the SLO), a warm-up climbing to the last rate that met it, that rate again (a machine that misses it
-now has not recovered from the coarse overload, and its coarse figures stand) and finer steps (the profile's resolution_rps apart) up to the first
-that missed, one machine after the other, ended by the first miss. A capacity then costs the coarse
-steps up to the knee and a few near it, not every fine step from the start.
+a row missed the SLO), a second climb: a warm-up climbing to the coarse step below the last rate that met it, that step
+again (a machine that misses it now has not recovered from the coarse overload, and its coarse figures stand), the
+last rate met, and finer steps (the profile's resolution_rps apart) up to the first that missed, one machine after
+the other, ended by the first miss (StepLoad.refined). A capacity then costs the coarse steps up to the knee and a
+few near it, not every fine step from the start.
 
 The coarse steps' knee is the analysis's own (lab/analysis/capacity.py, from the results as written): the same rule
 the report applies. Each machine's finer steps go to jmeter/refine/<machine>/ with steps.json (the steps it ran,

@@ -470,10 +470,11 @@ def test_capacity_warms_a_restarted_jvm_up_climbing_and_never_above_its_first_st
 def test_a_recheck_that_missed_says_why_from_what_pcp_saw_over_both_steps(tmp_path):
     coarse = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200),
                                  (4000, 300, 0, 2500), (5000, 900, 0.05, 4000)])
-    folder = _refined_folder(tmp_path / "sick", 300, 400, [*_warm(40, 200), (3000, 900, 0.3, 5000)])
+    # the second climb's first step, 200 req/s (met on the coarse climb), missed
+    folder = _refined_folder(tmp_path / "sick", 300, 400, [*_warm(40, 200), (2000, 900, 0.3, 5000)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
-    met = next(s for s in found["steps"] if s["rate_rps"] == 300 and not s.get("refined"))
-    again = next(s for s in found["steps"] if s["rate_rps"] == 300 and s.get("refined"))
+    met = next(s for s in found["steps"] if s["rate_rps"] == 200 and not s.get("refined"))
+    again = next(s for s in found["steps"] if s["rate_rps"] == 200 and s.get("refined"))
     times = [met["start_s"] + 1, met["start_s"] + 5, again["start_s"] + 1, again["start_s"] + 5]
 
     def series(page_ins: list[float], host: list[float], own: list[float]) -> dict:
@@ -489,7 +490,7 @@ def test_a_recheck_that_missed_says_why_from_what_pcp_saw_over_both_steps(tmp_pa
     refined = why(series([1, 3, 400, 200], [1.5, 1.5, 1.6, 1.6], [1.0, 1.0, 0.9, 0.9]))
     assert refined["cause"] == "paging" and refined["recovered"] is False
     assert "its processes paged in 300 pages/s over it (2 when it met it), with 150 MiB in swap" in refined["note"]
-    assert refined["note"].startswith("at 300 req/s, which it met before (p99 ") and "the coarse steps' " in refined[
+    assert refined["note"].startswith("at 200 req/s, which it met before (p99 ") and "the coarse steps' " in refined[
         "note"]
     assert refined["seen"]["again"]["swap_peak_bytes"] == 150 * 2**20
     # no page-ins: the note gives both steps' p99 and claims no cause; PCP's figures are kept all the same
@@ -497,7 +498,7 @@ def test_a_recheck_that_missed_says_why_from_what_pcp_saw_over_both_steps(tmp_pa
     assert "cause" not in refined and refined["seen"]["again"]["host_cpu_cores"] == 2.0
     assert (": PCP shows no cause (page-ins 10/s, under 50; the host's CPUs 2.00 cores busy, its own processes 0.70): "
             "a rate this close to the knee") in refined["note"]
-    assert refined["note"].startswith("at 300 req/s, which it met before (p99 ")
+    assert refined["note"].startswith("at 200 req/s, which it met before (p99 ")
     assert "cause" not in why({}) and "seen" not in why({})
     # a recheck that met (recovered) is left alone
     copy = json.loads(json.dumps(found))
@@ -621,24 +622,34 @@ def test_each_step_counts_its_error_classes(tmp_path):
 def test_the_finer_steps_lie_between_the_last_rate_met_and_the_knee_at_the_resolution():
     load = replace(STEPS, resolution_rps=25)
     finer = load.refined(300, 400)
-    # the rate met before again first (did the machine recover from the overload?), then the finer ones
-    assert finer.rates() == [300, 325, 350, 375] and finer.stop_after_misses == 1
+    # a second climb: the coarse step below the rate met first (did the machine recover from the overload?), the rate
+    # met reached from it as the coarse steps reached it, then the finer ones
+    assert finer.rates() == [200, 300, 325, 350, 375] and finer.stop_after_misses == 1
     # a fresh JMeter sending a machine at rest its rate at once is a burst it may not come back from: the warm-up
-    # climbs to it as the coarse steps did (a quarter, a half, three quarters of it, not judged), as long as a step
-    assert finer.segments()[:4] == [(75, 3, True), (150, 3, True), (225, 3, True), (300, finer.step_s, False)]
-    assert finer.arrivals()[:3] == [225, 450, 675] and finer.warmup_s == 9
-    assert "9 s warm-up climbing from 75 to 225 req/s" in finer.describe()
-    assert [rate for rate, _, warm in replace(STEPS, step_s=15).refined(700, 800).segments() if warm] == [175, 350, 525]
+    # climbs to the first step as the coarse steps did (a quarter, a half, three quarters of it, not judged)
+    assert finer.segments()[:5] == [(50, 3, True), (100, 3, True), (150, 3, True), (200, finer.step_s, False),
+                                    (300, finer.step_s, False)]
+    assert finer.arrivals()[:3] == [150, 300, 450] and finer.warmup_s == 9
+    assert "open model: 200, then 300 to 375 req/s by 25 every 10 s after a 9 s warm-up climbing from 50 to 150" \
+        in finer.describe()
+    assert [rate for rate, _, warm in replace(STEPS, step_s=15).refined(700, 800).segments() if warm] == [150, 300, 450]
+    assert finer.step_of(finer.step_s * 1.5) == 1 and finer.duration_s == 9 + 5 * finer.step_s + finer.drain_s
+    # the rate met was the first step: no step below it, the recheck is that rate
+    first = load.refined(100, 200)
+    assert first.rates() == [100, 125, 150, 175] and first.warmup_rates() == [25, 50, 75]
     with pytest.raises(ValueError, match="must divide into its 3 steps"):
         replace(finer, warmup_s=10)
+    with pytest.raises(ValueError, match="lead_rps must be under start_rps"):
+        replace(finer, lead_rps=300)
     assert finer.step_s == load.step_s and finer.slo == load.slo
     assert load.refined(300, 325) is None and replace(STEPS, resolution_rps=100).refined(300, 400) is None
-    assert replace(STEPS, resolution_rps=30).refined(300, 400).rates() == [300, 330, 360, 390]
+    assert replace(STEPS, resolution_rps=30).refined(300, 400).rates() == [200, 300, 330, 360, 390]
 
 
 def _warm(typical_ms: int, slow_ms: int) -> list[tuple[int, int, float, int]]:
-    """The finer steps' warm-up climbing to 300 req/s (75, 150, 225 req/s for 3 s each), as results."""
-    return [(count, typical_ms, 0, slow_ms) for count in (225, 450, 675)]
+    """The finer steps' warm-up climbing to 200 req/s, the step below the rate met (50, 100, 150 req/s for 3 s
+    each), as results."""
+    return [(count, typical_ms, 0, slow_ms) for count in (150, 300, 450)]
 
 
 def _refined_folder(root: Path, met: int, missed: int, steps: list[tuple[int, int, float, int]]) -> JMeterFolder:
@@ -655,31 +666,46 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
     coarse = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200),
                                  (4000, 300, 0, 2500), (5000, 900, 0.05, 4000)])
     assert (coarse["capacity_rps"], coarse["knee_rps"]) == (300, 400)
-    # 300 met again, 325 met, 350 missed: the load ended there
-    folder = _refined_folder(tmp_path, 300, 400, [*_warm(900, 3000), (3000, 40, 0, 200), (3250, 40, 0, 200),
-                                                  (3500, 400, 0, 2500)])
+    # 200 met again, 300 met again, 325 met, 350 missed: the load ended there
+    folder = _refined_folder(tmp_path, 300, 400, [*_warm(900, 3000), (2000, 25, 0, 60), (3000, 40, 0, 200),
+                                                  (3250, 40, 0, 200), (3500, 400, 0, 2500)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"], found["found"]) == (325, 350, True)
-    assert [(s["step"], s["rate_rps"], s.get("refined", False), s["warmup"]) for s in found["steps"]][-7:] == [
-        (5, 500, False, False), (6, 75, True, True), (7, 150, True, True), (8, 225, True, True),
-        (9, 300, True, False), (10, 325, True, False), (11, 350, True, False)]
-    assert found["refined"] == {"between": [300, 400], "steps": 6, "resolution_rps": 25, "recovered": True}
+    assert [(s["step"], s["rate_rps"], s.get("refined", False), s["warmup"]) for s in found["steps"]][-8:] == [
+        (5, 500, False, False), (6, 50, True, True), (7, 100, True, True), (8, 150, True, True),
+        (9, 200, True, False), (10, 300, True, False), (11, 325, True, False), (12, 350, True, False)]
+    assert found["refined"] == {"between": [300, 400], "steps": 7, "resolution_rps": 25, "recheck_rps": 200,
+                                "recovered": True}
     assert found["broke"].startswith("at 350 req/s offered")
     # every finer step met: the coarse knee stands, the capacity is the last of them
-    folder = _refined_folder(tmp_path / "all", 300, 400, [*_warm(40, 200), (3000, 40, 0, 200), (3250, 40, 0, 200),
-                                                          (3500, 40, 0, 200), (3750, 40, 0, 200)])
+    folder = _refined_folder(tmp_path / "all", 300, 400, [*_warm(40, 200), (2000, 25, 0, 60), (3000, 40, 0, 200),
+                                                          (3250, 40, 0, 200), (3500, 40, 0, 200), (3750, 40, 0, 200)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
-    assert (found["capacity_rps"], found["knee_rps"]) == (375, 400)
-    # the rate it met before now missed: it had not recovered from the overload, so nothing finer is claimed
-    folder = _refined_folder(tmp_path / "sick", 300, 400, [*_warm(40, 200), (3000, 900, 0.3, 5000)])
+    assert (found["capacity_rps"], found["knee_rps"]) == (375, 400) and "note" not in found["refined"]
+    # the step below met, the rate the coarse climb met now missed: met on one climb of two is not the capacity
+    folder = _refined_folder(tmp_path / "once", 300, 400, [*_warm(40, 200), (2000, 25, 0, 60), (3000, 400, 0, 2500)])
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
+    assert (found["capacity_rps"], found["knee_rps"], found["refined"]["recovered"]) == (200, 300, True)
+    assert found["refined"]["note"] == ("300 req/s, met on the coarse climb, missed on the second: the capacity is "
+                                        "200 req/s, met on both")
+    # the step below, met before, now missed: it had not recovered from the overload, so nothing finer is claimed
+    folder = _refined_folder(tmp_path / "sick", 300, 400, [*_warm(40, 200), (2000, 900, 0.3, 5000)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"]) == (300, 400) and not found["refined"]["recovered"]
-    assert "had not recovered from the coarse steps' overload: at 300 req/s" in found["refined"]["note"]
+    assert "had not recovered from the coarse steps' overload: at 200 req/s" in found["refined"]["note"]
     assert found["steps"][-1]["refined"] and found["steps"][-1]["met"] is False
+    # finer steps recorded before the second climb began below: their recheck is the rate met
+    folder = _refined_folder(tmp_path / "older", 300, 400, [*_warm(40, 200), (3000, 900, 0.3, 5000)])
+    record = json.loads((folder.root / "steps.json").read_text())
+    record["profile"].update(lead_rps=0, warmup_rps=75)
+    del record["profile"]["lead_rps"]
+    (folder.root / "steps.json").write_text(json.dumps(record))
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
+    assert (found["capacity_rps"], found["refined"]["recheck_rps"], found["refined"]["recovered"]) == (300, 300, False)
     # finer steps that began above the rate met (no recheck) are not one: their first miss is the knee
     folder = _refined_folder(tmp_path / "norecheck", 300, 400, [(3250, 40, 0, 200), (3500, 400, 0, 2500)])
     record = json.loads((folder.root / "steps.json").read_text())
-    record["profile"].update(start_rps=325, warmup_s=0, warmup_rps=0)
+    record["profile"].update(start_rps=325, warmup_s=0, warmup_rps=0, lead_rps=0)
     (folder.root / "steps.json").write_text(json.dumps(record))
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)
     assert (found["capacity_rps"], found["knee_rps"], found["refined"]["recovered"]) == (325, 350, None)

@@ -49,10 +49,11 @@ def test_only_a_machine_whose_coarse_steps_found_a_knee_gets_finer_steps(tmp_pat
                          None, problems)
     assert not result.interrupted and result.ended_at > T0_MS / 1000 + 50 and problems == []
     [(targets, profile, out, dashboards)] = calls
-    assert targets == {"default": "http://d"} and profile.rates() == [300, 325, 350, 375] and not dashboards
+    assert targets == {"default": "http://d"} and profile.rates() == [200, 300, 325, 350, 375] and not dashboards
     assert out == folder.jmeter.refine("default").root
     record = json.loads((out / "steps.json").read_text())
-    assert (record["met_rps"], record["missed_rps"], record["profile"]["start_rps"]) == (300, 400, 300)
+    assert (record["met_rps"], record["missed_rps"], record["profile"]["start_rps"], record["profile"]["lead_rps"]) == (
+        300, 400, 300, 200)
 
 
 def test_an_interrupted_or_failed_refinement_keeps_the_coarse_figures_and_says_so(tmp_path, monkeypatch):

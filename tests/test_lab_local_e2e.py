@@ -950,12 +950,18 @@ def test_a_quick_capacity_run_finds_both_knees_with_no_step_the_load_generator_d
         refined = json.loads((run_dir / "jmeter" / "refine" / machine / "steps.json").read_text())
         assert refined["missed_rps"] - refined["met_rps"] == load.QUICK_STEPS.step_rps, refined
         assert found["refined"]["steps"] >= 1 and any(s.get("refined") for s in steps)
-        # a warm-up climbing to the rate met, as the coarse steps did, never a jump to it from rest
+        # a second climb: a warm-up climbing to the coarse step below the rate met (the recheck), never a jump to it
+        # from rest, then the rate met reached from it, as the coarse steps reached it
+        first = refined["profile"]["lead_rps"] or refined["met_rps"]
+        assert first == max(refined["met_rps"] - load.QUICK_STEPS.step_rps, 0) or first == refined["met_rps"], refined
+        assert found["refined"]["recheck_rps"] == first
         warm = [s["rate_rps"] for s in steps if s.get("refined") and s["warmup"]]
-        assert len(warm) == 3 and warm == sorted(warm) and warm[-1] < refined["met_rps"], steps
-        assert refined["met_rps"] <= found["capacity_rps"] < found["knee_rps"] <= refined["missed_rps"]
-        # to the resolution, unless the rate it met before missed again (not recovered: said, nothing finer claimed)
-        assert (found["knee_rps"] - found["capacity_rps"] <= load.QUICK_STEPS.resolution_rps) \
+        assert len(warm) == 3 and warm == sorted(warm) and warm[-1] < first, steps
+        assert first <= found["capacity_rps"] < found["knee_rps"] <= refined["missed_rps"]
+        # to the resolution; or the rate met on the coarse climb missed on the second (the capacity the step below, said);
+        # or the recheck missed (not recovered: said, nothing finer claimed)
+        again = found["knee_rps"] == refined["met_rps"] and "missed on the second" in found["refined"].get("note", "")
+        assert (found["knee_rps"] - found["capacity_rps"] <= load.QUICK_STEPS.resolution_rps or again) \
             == found["refined"]["recovered"], found
     assert summary["capacity"]["ratio"] is not None
     html = (run_dir / "report" / "index.html").read_text()

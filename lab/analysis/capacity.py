@@ -217,14 +217,16 @@ def with_refined(found: dict, folder: JMeterFolder, t0: float) -> dict:
     knee = next((s for s in coarse if s["rate_rps"] == found.get("knee_rps")), None)
     for number, step in enumerate(finer, start=len(coarse) + 1):
         step.update(step=number, refined=True)
-    # the rate it met before, again (finer steps recorded before the lab ran one have none)
-    recheck = next((s for s in finer if not s["warmup"] and s["rate_rps"] == record.get("met_rps")), None)
+    # the first rate of the second climb, met before: the coarse step below the last met (finer steps recorded before
+    # the lab climbed from it: the last met; before the lab rechecked at all: none)
+    recheck_rps = load.lead_rps or record.get("met_rps")
+    recheck = next((s for s in finer if not s["warmup"] and s["rate_rps"] == recheck_rps), None)
+    refined = {"between": between, "steps": len(finer), "resolution_rps": load.resolution_rps, "recheck_rps": recheck_rps,
+               "recovered": recheck["met"] if recheck else None}       # None: no recheck, or not judged
     if recheck is not None and recheck["met"] is False:     # missed now: still overloaded
         return {**found, "steps": coarse + finer,
-                "refined": {"between": between, "steps": len(finer), "resolution_rps": load.resolution_rps,
-                            "recovered": False,
-                            "note": f"it had not recovered from the coarse steps' overload: at {recheck['rate_rps']} "
-                                    "req/s, which it met before, it missed; the coarse steps' capacity stands"}}
+                "refined": {**refined, "note": f"it had not recovered from the coarse steps' overload: at {recheck_rps} "
+                                               "req/s, which it met before, it missed; the coarse steps' capacity stands"}}
     for step in finer:
         if step["met"] is None:             # not delivered, or cut short without a certain miss: neither
             continue
@@ -232,11 +234,13 @@ def with_refined(found: dict, folder: JMeterFolder, t0: float) -> dict:
             knee = step
             break
         met = step
+    if met is not None and knee is not None and knee["rate_rps"] == between[0]:
+        refined["note"] = (f"{between[0]} req/s, met on the coarse climb, missed on the second: the capacity is "
+                           f"{met['rate_rps']} req/s, met on both")
     return {**found, "steps": coarse + finer, "capacity_rps": met["rate_rps"] if met else None,
             "capacity_answered_rps": met["answered_rps"] if met else None,
             "knee_rps": knee["rate_rps"] if knee else None, "broke": _broke(knee, load.slo) if knee else None,
-            "refined": {"between": between, "steps": len(finer), "resolution_rps": load.resolution_rps,
-                        "recovered": recheck["met"] if recheck else None}}     # None: no recheck, or not judged
+            "refined": refined}
 
 
 def generator_ceiling(folder: JMeterFolder) -> Generator | None:

@@ -54,7 +54,7 @@ def why_not_recovered(found: dict, series: dict) -> None:
     recheck at 700 met; a rate that close to the knee is met from a warm climb only."""
     refined = found.get("refined") or {}
     steps, pcp = found.get("steps") or [], series.get("pcp") or {}
-    rate = (refined.get("between") or [None])[0]
+    rate = refined.get("recheck_rps") or (refined.get("between") or [None])[0]     # older runs: the last rate met
     if refined.get("recovered") is not False or rate is None:
         return
     coarse = next((s for s in steps if s["rate_rps"] == rate and not s.get("refined") and not s["warmup"]), None)

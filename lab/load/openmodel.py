@@ -62,7 +62,8 @@ class StepLoad:
     warmup_s: int = 30                  # first, start_rps this long warms the machine (JIT, pools): never judged
     resolution_rps: int = 25            # once a knee is found, finer steps between the last met and it, this apart
     warmup_rps: int = 0                 # the warm-up's rate (0: start_rps)
-    warmup_steps: int = 1               # the warm-up climbs from warmup_rps towards start_rps in this many segments
+    warmup_steps: int = 1               # the warm-up climbs from warmup_rps towards the first step in this many segments
+    lead_rps: int = 0                   # a judged step at this rate before start_rps (0: none): a refinement's climb
     # A step whose arrivals fell under DELIVERED of its rate counts as a miss while the load runs (the generator's
     # ceiling, which looks for exactly that). Not for a machine: such a step measured the generator, and the analysis
     # leaves it unjudged rather than calling it the machine's knee.
@@ -71,39 +72,45 @@ class StepLoad:
 
     def __post_init__(self) -> None:
         for name in ("start_rps", "step_rps", "step_s", "max_rps", "connect_timeout_ms", "response_timeout_ms",
-                     "stop_after_misses", "warmup_s", "resolution_rps", "warmup_rps", "warmup_steps"):
-            value, least = getattr(self, name), 0 if name in ("warmup_s", "warmup_rps") else 1
+                     "stop_after_misses", "warmup_s", "resolution_rps", "warmup_rps", "warmup_steps", "lead_rps"):
+            value, least = getattr(self, name), 0 if name in ("warmup_s", "warmup_rps", "lead_rps") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"StepLoad.{name} must be an integer >= {least}, not {value!r}")
         if self.max_rps < self.start_rps:
             raise ValueError(f"StepLoad.max_rps must be at least start_rps ({self.start_rps}), not {self.max_rps}")
+        if self.lead_rps >= self.start_rps:
+            raise ValueError(f"StepLoad.lead_rps must be under start_rps ({self.start_rps}), not {self.lead_rps}")
         if self.warmup_s % self.warmup_steps:
             raise ValueError(f"StepLoad.warmup_s ({self.warmup_s}) must divide into its {self.warmup_steps} steps")
 
     def rates(self) -> list[int]:
         """The judged steps' rates."""
-        return list(range(self.start_rps, self.max_rps + 1, self.step_rps))
+        return [self.lead_rps] * bool(self.lead_rps) + list(range(self.start_rps, self.max_rps + 1, self.step_rps))
 
     def refined(self, met_rps: int, missed_rps: int) -> StepLoad | None:
-        """The second half of the knee search: a warm-up climbing to the last rate that met the SLO (a quarter of
-        it, a half, three quarters: not judged), that rate again (did it recover?), then steps resolution_rps apart
-        up to just below the first that missed (the coarse knee), each as long as a coarse step, ended by the first
-        miss; None when the coarse steps were already that fine. It climbs as the coarse steps did: measured, the
-        default machine at rest sent 700 req/s at once (a rate it had met climbing) failed 88% of them. After a
-        full profile's knee the machines do not recover either way (docs/capacity.md), and the recheck says so."""
+        """The second half of the knee search, a second climb: a warm-up climbing to the coarse step below the last
+        rate that met the SLO (a quarter of it, a half, three quarters: not judged), that step again (the recheck:
+        did the machine recover from the coarse overload?), the last rate met, then steps resolution_rps apart up to
+        just below the first that missed (the coarse knee), each as long as a coarse step, ended by the first miss;
+        None when the coarse steps were already that fine. The last rate met is reached from the step below, as the
+        coarse steps reached it: measured, a default machine met 800 req/s climbing from 700 and missed it (p99 5-7 s)
+        reached from a warm-up alone, three trials of three, with its 700 met (docs/capacity.md). Where the last rate
+        met was the first step, there is no step below: the recheck is that rate."""
         if met_rps + self.resolution_rps >= missed_rps:
             return None
         last = met_rps + (missed_rps - 1 - met_rps) // self.resolution_rps * self.resolution_rps
+        lead = met_rps - self.step_rps if met_rps - self.step_rps >= self.start_rps else 0
         climb = 3
-        return replace(self, start_rps=met_rps, step_rps=self.resolution_rps, max_rps=last,
-                       warmup_s=climb * max(1, round(self.step_s / climb)), warmup_rps=max(1, met_rps // 4),
+        return replace(self, start_rps=met_rps, step_rps=self.resolution_rps, max_rps=last, lead_rps=lead,
+                       warmup_s=climb * max(1, round(self.step_s / climb)), warmup_rps=max(1, (lead or met_rps) // 4),
                        warmup_steps=climb, stop_after_misses=1)
 
     def warmup_rates(self) -> list[int]:
-        """The warm-up's rates, climbing evenly from warmup_rps towards start_rps (one rate: warmup_rps); never above
-        start_rps (a --start-rate under the warm-up's first rate warms at it)."""
-        first = min(self.warmup_rps or self.start_rps, self.start_rps)
-        return [first + (self.start_rps - first) * k // self.warmup_steps for k in range(self.warmup_steps)]
+        """The warm-up's rates, climbing evenly from warmup_rps towards the first step's (one rate: warmup_rps); never
+        above the first step's (a --start-rate under the warm-up's first rate warms at it)."""
+        target = self.rates()[0]
+        first = min(self.warmup_rps or target, target)
+        return [first + (target - first) * k // self.warmup_steps for k in range(self.warmup_steps)]
 
     def segments(self) -> list[tuple[int, int, bool]]:
         """The schedule in order: (rate, seconds, is the warm-up) for the warm-up's segments, if any, then each
@@ -153,10 +160,11 @@ class StepLoad:
     def describe(self) -> str:
         rates = self.warmup_rates()
         at = (f" climbing from {rates[0]} to {rates[-1]} req/s" if len(set(rates)) > 1
-              else f" at {rates[0]} req/s" if rates[0] != self.start_rps else "")
+              else f" at {rates[0]} req/s" if rates[0] != self.rates()[0] else "")
         warmup = f" after a {self.warmup_s} s warm-up{at} (not judged)" if self.warmup_s else ""
         behind = f" or arrives under {DELIVERED:.0%} of its rate" if self.stop_when_behind else ""
-        return (f"open model: {self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s"
+        lead = f"{self.lead_rps}, then " if self.lead_rps else ""
+        return (f"open model: {lead}{self.start_rps} to {self.max_rps} req/s by {self.step_rps} every {self.step_s} s"
                 f"{warmup} until {self.stop_after_misses} step{'s miss' if self.stop_after_misses > 1 else ' misses'} "
                 f"{self.slo.describe()}{behind}")
 
