@@ -688,6 +688,17 @@ def test_a_knee_refined_gives_the_highest_finer_step_met_before_the_first_that_m
     assert (found["capacity_rps"], found["knee_rps"], found["refined"]["recovered"]) == (200, 300, True)
     assert found["refined"]["note"] == ("300 req/s, met on the coarse climb, missed on the second: the capacity is "
                                         "200 req/s, met on both")
+    # the step below not delivered (its arrivals over twice its length: not judged), the rate met now missed: nothing
+    # was met on both climbs, the coarse figures stand
+    folder = _refined_folder(tmp_path / "unjudged", 300, 400, [(1000, 25, 0, 60), (1000, 25, 0, 60), (3000, 400, 0, 2500)])
+    record = json.loads((folder.root / "steps.json").read_text())
+    record["profile"].update(warmup_s=0, warmup_steps=1)
+    (folder.root / "steps.json").write_text(json.dumps(record))
+    found = capacity.with_refined(coarse, folder, T0_MS / 1000)
+    assert [s["met"] for s in found["steps"] if s.get("refined")] == [None, False]
+    assert (found["capacity_rps"], found["knee_rps"], found["refined"]["recovered"]) == (300, 400, None)
+    assert found["refined"]["note"] == ("300 req/s, met on the coarse climb, missed on the second, with no step below "
+                                        "it judged: the coarse steps' capacity stands")
     # the step below, met before, now missed: it had not recovered from the overload, so nothing finer is claimed
     folder = _refined_folder(tmp_path / "sick", 300, 400, [*_warm(40, 200), (2000, 900, 0.3, 5000)])
     found = capacity.with_refined(coarse, folder, T0_MS / 1000)

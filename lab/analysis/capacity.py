@@ -234,7 +234,11 @@ def with_refined(found: dict, folder: JMeterFolder, t0: float) -> dict:
             knee = step
             break
         met = step
-    if met is not None and knee is not None and knee["rate_rps"] == between[0]:
+    if knee is not None and knee["rate_rps"] == between[0]:     # the rate met on the coarse climb missed on the second
+        if met is None or met.get("refined") is not True:           # ... and nothing below it judged on the second
+            return {**found, "steps": coarse + finer,
+                    "refined": {**refined, "note": f"{between[0]} req/s, met on the coarse climb, missed on the second, "
+                                                   "with no step below it judged: the coarse steps' capacity stands"}}
         refined["note"] = (f"{between[0]} req/s, met on the coarse climb, missed on the second: the capacity is "
                            f"{met['rate_rps']} req/s, met on both")
     return {**found, "steps": coarse + finer, "capacity_rps": met["rate_rps"] if met else None,
