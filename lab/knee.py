@@ -24,8 +24,8 @@ from lab.progress import info, step
 from lab.runfolder import RunFolder
 
 
-def brackets(folder: RunFolder, profile: load.StepLoad, machines: tuple[str, ...], t0: float
-             ) -> dict[str, tuple[int, int]]:
+def brackets(folder: RunFolder, profile: load.StepLoad, machines: tuple[str, ...], t0: float,
+             ended_early: dict[str, float] | None = None) -> dict[str, tuple[int, int]]:
     """Each machine whose coarse steps found a knee with room for finer steps: (last rate met, first missed)."""
     found: dict[str, tuple[int, int]] = {}
     for machine in machines:
@@ -33,7 +33,7 @@ def brackets(folder: RunFolder, profile: load.StepLoad, machines: tuple[str, ...
         samples = read_results(results) if results.is_file() else None
         if not samples:
             continue
-        coarse = capacity.analyze(samples, profile, t0)
+        coarse = capacity.analyze(samples, profile, t0, machine in (ended_early or {}))
         met, missed = coarse.get("capacity_rps"), coarse.get("knee_rps")
         if coarse.get("found") and met is not None and missed is not None and profile.refined(met, missed):
             found[machine] = (met, missed)
@@ -49,14 +49,16 @@ def refine(folder: RunFolder, profile: load.StepLoad, coarse: LoadResult, urls: 
     capacity stands."""
     if coarse.interrupted or coarse.lost:       # cut short, or a threshold lost (--stop-on-fail): nothing to refine
         return coarse
-    if not _refine(folder, profile, urls, path, coarse.started_at, engines, network, cpus, problems):
+    if not _refine(folder, profile, urls, path, coarse.started_at, coarse.ended_early, engines, network, cpus,
+                   problems):
         return replace(coarse, ended_at=time.time(), interrupted=True)
     return replace(coarse, ended_at=time.time())
 
 
 def _refine(folder: RunFolder, profile: load.StepLoad, urls: dict[str, str], path: str, t0: float,
-            engines: Engines | None, network: ClientNetwork | None, cpus: str | None, problems: list[str]) -> bool:
-    for machine, (met, missed) in brackets(folder, profile, tuple(urls), t0).items():
+            ended_early: dict[str, float], engines: Engines | None, network: ClientNetwork | None, cpus: str | None,
+            problems: list[str]) -> bool:
+    for machine, (met, missed) in brackets(folder, profile, tuple(urls), t0, ended_early).items():
         finer = profile.refined(met, missed)
         assert finer is not None
         out = folder.jmeter.refine(machine)

@@ -136,6 +136,25 @@ def test_one_missed_step_between_good_ones_is_not_the_knee(tmp_path):
     assert "errors" in found["broke"] and "502 Proxy Error" in found["broke"]
 
 
+def test_a_load_the_watch_ended_on_misses_by_its_clock_has_its_knee_where_the_arrivals_show_one(tmp_path):
+    # A stalled machine holds the open model's threads: the missed step's arrivals ran over twice its length (200 req/s
+    # of 400: not delivered), the watch ended the load on its clock's second miss, and no later step has arrivals.
+    steps = [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200), (2000, 900, 0.05, 7000), (2000, 900, 0.05, 7000)]
+    _write_results(tmp_path / "results.csv", steps)
+    samples = read_results(tmp_path / "results.csv")
+    alone = capacity.analyze(samples, STEPS, T0_MS / 1000)
+    assert [s["met"] for s in alone["steps"]] == [True, True, True, False]
+    assert not alone["steps"][-1]["delivered"]
+    assert (alone["found"], alone["capacity_rps"], alone["knee_rps"]) == (False, 300, None)
+    ended = capacity.analyze(samples, STEPS, T0_MS / 1000, ended_past_knee=True)
+    assert (ended["found"], ended["capacity_rps"], ended["knee_rps"]) == (True, 300, 400)
+    assert ended["broke"].startswith("at 400 req/s offered") and ended["note"] is None
+    # ended early, its last step met: no knee is made up
+    _write_results(tmp_path / "met.csv", steps[:3])
+    met = capacity.analyze(read_results(tmp_path / "met.csv"), STEPS, T0_MS / 1000, ended_past_knee=True)
+    assert (met["found"], met["knee_rps"]) == (False, None)
+
+
 def test_a_machine_that_met_every_step_has_a_capacity_of_at_least_the_last(tmp_path):
     found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 200), (4000, 40, 0, 200),
                                 (5000, 40, 0, 200), (6000, 40, 0, 200)])

@@ -56,6 +56,20 @@ def test_only_a_machine_whose_coarse_steps_found_a_knee_gets_finer_steps(tmp_pat
         300, 400, 300, 200)
 
 
+def test_a_machine_whose_load_the_watch_ended_on_a_stalled_miss_gets_finer_steps(tmp_path, monkeypatch):
+    # its 400 req/s step missed with its arrivals over twice its length: one miss by arrivals, two by the watch's clock
+    folder = RunFolder(tmp_path / "run")
+    folder.jmeter.machine_dir("tuned").mkdir(parents=True)
+    _write_results(folder.jmeter.results("tuned"), [*KNEE_AT_400[:3], (2000, 900, 0.05, 7000), (2000, 900, 0.05, 7000)])
+    assert knee.brackets(folder, LOAD, ("tuned",), T0_MS / 1000) == {}
+    assert knee.brackets(folder, LOAD, ("tuned",), T0_MS / 1000, {"tuned": 61.0}) == {"tuned": (300, 400)}
+    calls = []
+    monkeypatch.setattr(load, "run", lambda targets, *args, **kwargs: calls.append(targets) or _coarse())
+    knee.refine(folder, LOAD, replace(_coarse(), ended_early={"tuned": 61.0}), {"tuned": "http://t"}, "/svc", None,
+                None, None, [])
+    assert calls == [{"tuned": "http://t"}]
+
+
 def test_an_interrupted_or_failed_refinement_keeps_the_coarse_figures_and_says_so(tmp_path, monkeypatch):
     folder = _folder(tmp_path)
     monkeypatch.setattr(load, "run", lambda *args, **kwargs: _coarse(interrupted=True))

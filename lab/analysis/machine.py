@@ -60,7 +60,8 @@ def _load(entry: dict, folder: RunFolder, machine: str, samples: Samples | None,
         return None, None
     entry["load"] = analyze_load(samples, t0, ramp_s, series.setdefault("load", {}), steady=steps is None)
     if steps is not None:
-        entry["capacity"] = capacity.with_refined(capacity.analyze(samples, steps, t0),
+        ended_past_knee = machine in (run.get("ended_early_s") or {})
+        entry["capacity"] = capacity.with_refined(capacity.analyze(samples, steps, t0, ended_past_knee),
                                                   folder.jmeter.refine(machine), t0)
     return ((entry["load"]["window"]["start_at"], entry["load"]["window"]["end_at"]),
             (t0 + entry["load"]["load_start_s"], t0 + entry["load"]["load_end_s"]))
