@@ -38,7 +38,10 @@ from lab.placement import cpulist
 
 NAME = "loadgen"
 INDEX = 3                   # 10.213.3.0/30, after the machines' 1 and 2
-MEMORY_MB = 1536            # JMeter's heap may grow to 1 GiB (lab.load.jmeter.jvm_args()), plus the JVM's own
+# JMeter's heap may grow to 1 GiB (lab.load.jmeter.jvm_args()), plus the JVM's own and a thread's stack per request
+# in flight: measured, at 1,536 MiB the OOM killer ended JMeter twice in one tune (a machine stalled past its knee,
+# 3,800 threads in flight at 1,600 req/s, 1.4 GiB resident); the host's memory is not the machines', this is cheap.
+MEMORY_MB = 3072
 # Ten times a machine's share of CPUs they contend for: an open model's arrivals are only as punctual as JMeter's
 # scheduler, so on a shared host JMeter gets what it needs first and the machines divide the rest (the verdict
 # says when that made them host-bound).
