@@ -64,6 +64,8 @@ def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
     figures = "; ".join(text for _, _, _, text in reversed(stages))
     deepest = next(((name, knob) for name, is_full, knob, _ in stages if is_full), None)
     own, shared = _cores(peak("cpu_cores_peak")), at_knee.get("host") or {}
+    # beside the host's mean, the machine's own over the same step (a one-second peak can pass the CPUs there are)
+    own_mean = f"{_cores(mean)} on average" if (mean := peak("cpu_cores_mean")) is not None else f"{own} at most"
     host: float | None
     if shared.get("host_busy_cores") is not None and shared.get("host_cpus"):   # JMeter's host, shared: every CPU state
         host, cpus = float(shared["host_busy_cores"]), float(shared["host_cpus"])
@@ -73,7 +75,7 @@ def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
     if host is not None and cpus and host >= (1 - HOST_IDLE_MIN_PCT / 100) * cpus:
         stage, deepest = "the host's CPUs", None
         sentence = (f"the host's {cpus:g} CPUs were busy: {host:.2f} cores on average over the step, this machine's "
-                    f"processes {own} at most, {jmeter} (on a shared host, with anything else running there); every "
+                    f"processes {own_mean}, {jmeter} (on a shared host, with anything else running there); every "
                     f"stage ran slower behind them ({figures})")
     elif deepest is not None:
         stage, sentence = deepest[0], f"requests queued at {deepest[0]} (its size: {deepest[1]}): {figures}"
