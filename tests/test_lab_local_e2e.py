@@ -33,6 +33,8 @@ from lab import limits as lab_limits  # noqa: E402
 from lab.analysis.pcp import pmrep_csv, role_of  # noqa: E402
 from lab.analysis.verdict import ORDER as VERDICT_KINDS  # noqa: E402
 from lab.hostlab import HostLab  # noqa: E402
+from lab.load import ceiling  # noqa: E402
+from lab.load import engines as lab_engines  # noqa: E402
 from lab.machines import local  # noqa: E402
 from lab.machines.local import loadgen  # noqa: E402
 from lab.machines.local.backend import LocalBackend  # noqa: E402
@@ -682,6 +684,13 @@ def test_a_remote_engine_in_a_namespace_of_its_own_loads_both_machines(engine_ru
     inside = subprocess.run(["ip", "netns", "exec", loadgen_machine.netns, "cat", "/proc/sys/net/ipv4/ip_local_port_range",
                              "/proc/sys/net/ipv4/tcp_tw_reuse"], capture_output=True, text=True).stdout.split()
     assert inside == ["1024", "65535", "1"], inside
+    # the engine's and the ceiling's ports out of the clients' range there (the kernel gives them back as ranges)
+    reserved = subprocess.run(["ip", "netns", "exec", loadgen_machine.netns, "cat",
+                               "/proc/sys/net/ipv4/ip_local_reserved_ports"], capture_output=True, text=True).stdout
+    kept = {port for span in reserved.strip().split(",") if span
+            for port in range(int(span.split("-")[0]), int(span.split("-")[-1]) + 1)}
+    assert kept == set(map(int, loadgen.client_sysctls()["net.ipv4.ip_local_reserved_ports"].split(","))), reserved
+    assert {*lab_engines.engine_ports(), ceiling.PORT} <= kept, reserved
     assert forwarding(loadgen_machine.veth) == Path("/proc/sys/net/ipv4/conf/default/forwarding").read_text().strip()
     assert "namespace ctlab-loadgen" in (run_dir / "report" / "index.html").read_text()
 
@@ -836,7 +845,6 @@ def test_a_loadgen_groups_engine_is_provisioned_by_its_role_and_loads_both_machi
     # The ssh and Vagrant backends' load generators: the jmeter_engine role provisions the host (the lab's JMeter
     # and RMI key pair copied from here), engines.yml starts a fresh engine for one load and stops it after, the
     # client here drives it over RMI with TLS and the samples come back one file per machine.
-    from lab.load import engines as lab_engines
     from lab.load import jmeter
     inventory, host = engine_host
     jmeter.bundle()
@@ -918,7 +926,7 @@ def test_a_quick_capacity_run_finds_both_knees_with_no_step_the_load_generator_d
     # The lab as a new user finds it: its own profile, the placement's schedule (one machine at a time here), JMeter in
     # the load generator's namespace with a load generator's socket settings there, never on this host.
     in_phase(None)
-    sysctls = loadgen.CLIENT_SYSCTLS
+    sysctls = loadgen.client_sysctls()
     on_host = {name: Path("/proc/sys", *name.split(".")).read_text() for name in sysctls}
     result = start("capacity", "--quick", timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lab.interrupts import deferred
+from lab.load import ceiling
 from lab.load.engines import (
     Engines,
     engine_arguments,
@@ -54,6 +55,14 @@ CLIENT_SYSCTLS = {"net.ipv4.ip_local_port_range": "1024 65535", "net.ipv4.tcp_tw
                   "net.core.somaxconn": "4096", "net.ipv4.tcp_max_syn_backlog": "4096"}
 
 
+def client_sysctls() -> dict[str, str]:
+    """CLIENT_SYSCTLS, and the ports the namespace's own listeners take (the JMeter engine's RMI registry and
+    objects, the ceiling's target) kept out of that range: a client connection that had taken one as its local port
+    left the engine unable to listen ("Could not bind to /10.213.3.2 using port 1100", a CI run of 2026-12-04)."""
+    listeners = sorted({*engine_ports(), ceiling.PORT})
+    return {**CLIENT_SYSCTLS, "net.ipv4.ip_local_reserved_ports": ",".join(str(port) for port in listeners)}
+
+
 def loadgen_machine(root: Path, cpus: tuple[int, ...], pinned: bool) -> Machine:
     """The load generator's namespace and cgroup: as many CPUs as it is given, pinned to them when they are its own."""
     return Machine(NAME, INDEX, root / NAME, memory_mb=MEMORY_MB, cpus=float(len(cpus)),
@@ -82,7 +91,7 @@ def bring_up(loadgen: Machine) -> Cgroup:
     _check_address_free(loadgen)
     _network_up(loadgen)
     _run(_enter_netns(loadgen) + ["sh", "-c", " && ".join(f"echo '{value}' > /proc/sys/{name.replace('.', '/')}"
-                                                          for name, value in CLIENT_SYSCTLS.items())],
+                                                          for name, value in client_sysctls().items())],
          f"widening the client ports of {loadgen.netns}")
     cgroup.create()
     left = _kill_all(cgroup.pids, timeout=10)
@@ -132,7 +141,7 @@ def _where(loadgen: Machine, what: str) -> str:
     return (f"{what} in namespace {loadgen.netns} ({loadgen.address}), cgroup {loadgen.cgroup_name}"
             + (f" pinned to CPUs {cpulist(loadgen.cpuset)}" if loadgen.cpuset else " on the host's CPUs")
             + f" with {loadgen.cpu_weight // 100}x a machine's share of them"
-            + ", its sysctls " + ", ".join(f"{name}={value}" for name, value in CLIENT_SYSCTLS.items()))
+            + ", its sysctls " + ", ".join(f"{name}={value}" for name, value in client_sysctls().items()))
 
 
 @contextmanager
@@ -146,7 +155,7 @@ def client(loadgen: Machine, machines: list[Machine], targets: list[tuple[str, i
         check_reachable(loadgen, cgroup, targets)
         yield ClientNetwork(prefix=tuple(_launcher(loadgen, cgroup, [])), address=loadgen.address,
                             where=_where(loadgen, "JMeter on this host"),
-                            sysctls=dict(CLIENT_SYSCTLS))
+                            sysctls=client_sysctls())
     finally:
         with deferred():                        # a second Ctrl-C must not leave the host forwarding
             disconnect(loadgen, machines, before)
