@@ -26,7 +26,7 @@ from lab.analysis import thresholds
 from lab.analysis.compare import gate
 from lab.errors import LabError, StepFailed
 from lab.hostlab import HostLab
-from lab.load import userplan
+from lab.load import planload
 from lab.machines import choose, manifest
 from lab.machines.local.memory import DEFAULT, DEFAULT_SWAP_MIB, MODELS
 from lab.machines.protocol import Backend
@@ -218,8 +218,8 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: opt
         if plan.scenario:
             lifecycle.check_machines(backend, plan.machines, plan.scenario)
             print(f"Scenario: {plan.scenario} ({plan.profile.describe()})", file=sys.stderr)
-        if isinstance(plan.profile, userplan.OwnPlan):
-            print("\n".join(userplan.shown(plan.profile)), file=sys.stderr)
+        if isinstance(plan.profile, (planload.OwnPlan, planload.OwnOpenPlan)):
+            print("\n".join(planload.shown(plan.profile)), file=sys.stderr)
         return experiment.run(backend, plan.profile, plan.schedule, plan.repeat, host=host, a_a=plan.a_a,
                               limits=plan.limits, load_from=plan.load_from, host_limits=plan.host_limits,
                               stop_on_fail=plan.stop_on_fail)

@@ -45,6 +45,7 @@ class Profile(TypedDict):
     think_ms: NotRequired[int]
     plan: NotRequired[str]                  # a plan of the user's own (run --plan), as given
     plan_map: NotRequired[dict[str, str]]   # its hosts -> the machines
+    plan_groups: NotRequired[dict[str, str]]    # capacity --plan: its open-model thread groups -> the machines
     plan_not_analysed: NotRequired[list[str]]   # its samplers that are not HTTP ("name (kind)")
     plan_properties: NotRequired[dict[str, str]]    # JMeter properties given to it (--property)
     start_rps: NotRequired[int]

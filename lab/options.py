@@ -13,7 +13,7 @@ from typing import Any
 from lab import load, scenario
 from lab.analysis import steady
 from lab.errors import StepFailed
-from lab.load import userplan
+from lab.load import planload, userplan
 from lab.load.abort import LIVE
 
 # Where the load comes from: JMeter on this host, or remote engines it drives (lab/load/engines.py).
@@ -59,16 +59,9 @@ def load_options(defaults: bool) -> argparse.ArgumentParser:
     options.add_argument("--think", type=int, default=unset, metavar="MS", help="think time per request (default 0)")
     options.add_argument("--quick", action="store_true", default=False if defaults else argparse.SUPPRESS,
                          help=f"a smoke run: {load.QUICK.describe()}")
-    options.add_argument("--plan", default=unset, metavar="FILE.jmx",
-                         help="your own JMeter plan instead of the lab's, run unchanged against both machines (a copy "
-                              "in the run folder sends its HTTP samplers to them); its users and ramp-up are the "
-                              "plan's, --duration bounds it (needed when it loops forever)")
-    options.add_argument("--property", action="append", default=unset, metavar="NAME=VALUE",
-                         help="a JMeter property for --plan, as JMeter's -JNAME=VALUE gives it (its users, a host "
-                              "name it reads with ${__P(NAME)}). Repeatable")
-    options.add_argument("--map", default=unset, metavar="HOST=MACHINE,...",
-                         help="which machine each host of --plan's samplers means (default: as the plan's thread "
-                              "group or host names say, when they name default and tuned unambiguously)")
+    add_plan_options(options, unset, "run unchanged against both machines (a copy in the run folder sends its HTTP "
+                     "samplers to them); its users and ramp-up are the plan's, --duration bounds it (needed when it "
+                     "loops forever)")
     options.add_argument("--limits", action="store_true", default=False if defaults else argparse.SUPPRESS,
                          help="after both machines' load, the host's limits at the same users: the service without "
                               "HTTPD and the mock alone (at most 2 min each, so the report can say what HTTPD "
@@ -80,10 +73,25 @@ def load_options(defaults: bool) -> argparse.ArgumentParser:
     return options
 
 
+def add_plan_options(options: argparse.ArgumentParser, unset: Any, how: str) -> None:
+    """A plan of the user's own: the file, the properties it is given, and which machine each of its hosts means."""
+    options.add_argument("--plan", default=unset, metavar="FILE.jmx",
+                         help=f"your own JMeter plan instead of the lab's, {how}")
+    options.add_argument("--property", action="append", default=unset, metavar="NAME=VALUE",
+                         help="a JMeter property for --plan, as JMeter's -JNAME=VALUE gives it (its users, a host "
+                              "name it reads with ${__P(NAME)}). Repeatable")
+    options.add_argument("--map", default=unset, metavar="HOST=MACHINE,...",
+                         help="which machine each host of --plan's samplers means (default: as the plan's thread "
+                              "group or host names say, when they name default and tuned unambiguously)")
+
+
 def capacity_options() -> argparse.ArgumentParser:
     """`capacity`'s options: an open model's steps and the SLO they must meet."""
     options = argparse.ArgumentParser(add_help=False)
     add_step_options(options, load.FULL_STEPS, "a smoke run: " + load.QUICK_STEPS.describe())
+    add_plan_options(options, argparse.SUPPRESS, "with an Open Model Thread Group per machine: its arrivals at the "
+                     "steps' rates instead of its schedule (a copy in the run folder sends its HTTP samplers to the "
+                     "machines)")
     _shared(options, defaults=False)
     return options
 
@@ -228,7 +236,8 @@ def experiment(args: argparse.Namespace) -> Experiment:
         if wrong:
             raise StepFailed(f"{wrong} does not apply to an open model: its load is arrival rates (--start-rate, "
                              "--step-rate, --step-length, --max-rate)")
-        profile: load.Profile = step_load(args, base if isinstance(base, load.StepLoad) else None)
+        steps = step_load(args, base if isinstance(base, load.StepLoad) else None)
+        profile: load.Profile = _own_open_plan(args, steps) if own else steps
     else:
         profile = _own_plan(args) if own else _profile(args, base if isinstance(base, load.LoadProfile) else None)
     if model == "open" and given(args, "--limits"):
@@ -264,8 +273,10 @@ _NOT_WITH_PLAN = ("--users", "--ramp", "--think", "--quick", "--scenario", "--li
 
 
 def _check_plan_options(args: argparse.Namespace) -> None:
-    """run --plan: the options a plan of the user's own decides itself, or the lab cannot yet run it with."""
-    wrong = next((option for option in _NOT_WITH_PLAN if given(args, option)), None)
+    """run --plan, capacity --plan: the options a plan of the user's own decides itself, or the lab cannot yet run it
+    with (capacity's --quick is its steps, not the plan's)."""
+    wrong = next((option for option in _NOT_WITH_PLAN if given(args, option)
+                  and not (option == "--quick" and args.command == "capacity")), None)
     if wrong:
         raise StepFailed(f"{wrong} with --plan {args.plan}: the plan sets its own users, ramp-up and think time"
                          if wrong in ("--users", "--ramp", "--think", "--quick", "--scenario") else
@@ -276,7 +287,7 @@ def _check_plan_options(args: argparse.Namespace) -> None:
                          "this host")
 
 
-def _own_plan(args: argparse.Namespace) -> userplan.OwnPlan:
+def _own_plan(args: argparse.Namespace) -> planload.OwnPlan:
     """run --plan's load: the user's plan read, its hosts mapped to the machines, bounded by --duration."""
     properties = _plan_properties(given(args, "--property") or [])
     reading = userplan.read(Path(args.plan), properties)
@@ -284,7 +295,15 @@ def _own_plan(args: argparse.Namespace) -> userplan.OwnPlan:
     duration = given(args, "--duration")
     if duration is not None and duration < 1:
         raise StepFailed(f"--duration {duration}: must be 1 or more")
-    return userplan.profile(reading, chosen, duration, properties)
+    return planload.profile(reading, chosen, duration, properties)
+
+
+def _own_open_plan(args: argparse.Namespace, steps: load.StepLoad) -> planload.OwnOpenPlan:
+    """capacity --plan's load: the user's plan read, its hosts mapped to the machines, its open-model groups at the
+    steps' rates."""
+    properties = _plan_properties(given(args, "--property") or [])
+    reading = userplan.read(Path(args.plan), properties)
+    return planload.open_profile(reading, userplan.mapping(reading, given(args, "--map")), steps, properties)
 
 
 def _plan_properties(typed: list[str]) -> dict[str, str]:

@@ -1084,6 +1084,55 @@ def test_a_quick_capacity_run_finds_each_machines_knee_where_its_backend_puts_it
     assert "<th>error types</th>" in html and "connections dropped from a full accept queue" in html
 
 
+def test_a_plan_of_yours_with_an_open_model_gets_each_machines_capacity_at_the_labs_steps(slow_backend, tmp_path):
+    in_phase("four-at-a-time")
+    # The tests' own open-model plan from elsewhere (one Open Model Thread Group per host name, its own schedules, a
+    # 60 s timeout, a listener writing to its author's path), aimed at the service's path; the lab steps its arrivals.
+    plan = tmp_path / "arrivals.jmx"
+    plan.write_text((REPO / "tests" / "fixtures" / "plans" / "open-model.jmx").read_text()
+                    .replace("<stringProp name=\"HTTPSampler.path\">/data<", "<stringProp name=\"HTTPSampler.path\">"
+                             "/svc/camel/mock<"))
+    written = plan.read_bytes()
+    steps = SLOW_BACKEND_STEPS
+    hosts = "checkout.shop.example.com=default,search.shop.example.com=tuned"
+    result = start("capacity", "--plan", str(plan), "--map", hosts, "--quick", "--schedule", "parallel",
+                   "--start-rate", str(steps["start_rps"]), "--step-rate", str(steps["step_rps"]), "--step-length",
+                   str(steps["step_s"]), "--max-rate", str(steps["max_rps"]), "--warmup", str(steps["warmup_s"]),
+                   timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert plan.read_bytes() == written
+    assert "Checkout arrivals: an open model at the rates the lab steps for default, instead of its schedule" \
+        in result.stderr
+    assert result.stderr.index("Your plan: ") < result.stderr.index("==> Loading both machines")
+    run_dir = (REPO / "runs" / "latest").resolve()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["profile"]["model"] == "open" and run["profile"]["plan"] == str(plan)
+    assert {key: run["profile"][key] for key in steps} == steps
+    assert run["profile"]["plan_groups"] == {"Checkout arrivals": "default", "Search arrivals": "tuned"}
+    assert (run_dir / "jmeter" / "own-plan.jmx").read_bytes() == written
+    # the load ended past both knees, long before the steps' end
+    assert run["ended_early_s"] and max(run["ended_early_s"].values()) < steps["step_s"] * len(
+        range(steps["start_rps"], steps["max_rps"] + 1, steps["step_rps"]))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for machine, label in (("default", "GET checkout"), ("tuned", "GET search")):
+        with (run_dir / "jmeter" / machine / "results.csv").open(newline="") as stream:
+            rows = list(csv.DictReader(stream))
+        assert {row["label"] for row in rows} == {label}
+        assert {urllib.parse.urlsplit(row["URL"]).path for row in rows} == {"/svc/camel/mock"}
+        # the plan's own schedule (20 req/s for 10 minutes, or nothing for a minute) did not run: the lab's steps did,
+        # to each machine's knee, which its four-at-a-time backend puts under 250 req/s (as for the lab's own plan)
+        found = summary["machines"][machine]["capacity"]
+        assert found["found"] and found["generator_bound_rps"] is None, found
+        assert steps["start_rps"] <= found["capacity_rps"] < found["knee_rps"] <= 250, found
+        assert found["at_knee"]["tomcat_busy_peak"] > 4, found["at_knee"]
+    assert summary["capacity"]["ratio"] is not None
+    said_headline(result.stderr, summary)
+    assert (run_dir / "jmeter" / "plan-files" / "1-arrivals.jtl").stat().st_size > 1000
+    assert not Path("/home/shop-author").exists()
+    html = (run_dir / "report" / "index.html").read_text()
+    assert "checkout.shop.example.com → default" in html and '<section id="capacity">' in html
+
+
 def test_a_quick_capacity_ablation_two_at_once_gives_each_machine_its_configurations_and_resumes_after_ctrl_c(
         slow_backend, tmp_path):
     # Two configurations at once, one on each machine, as where each machine has CPUs of its own (here asked for

@@ -38,10 +38,10 @@ def assembled_jmeter(request: pytest.FixtureRequest) -> None:
         load.prepare()      # ~0 s once JMeter is assembled
 
 
-def start_mock(processes: list[Process], folder: Path) -> int:
+def start_mock(processes: list[Process], folder: Path, latency: str = "fixed:5") -> int:
     port = free_port()
     process = spawn(processes, f"mock-{port}",
-                    [sys.executable, "-m", "mock_service", "--port", str(port), "--latency", "fixed:5"],
+                    [sys.executable, "-m", "mock_service", "--port", str(port), "--latency", latency],
                     folder, cwd=REPO / "mock-service")
 
     def healthy() -> bool:

@@ -3,9 +3,12 @@ named, and its run copy; then the copy run by the real JMeter against two loopba
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -14,7 +17,7 @@ from conftest import REPO
 sys.path.insert(0, str(REPO))
 from lab import load, options  # noqa: E402
 from lab.errors import LabError  # noqa: E402
-from lab.load import plancopy, userplan  # noqa: E402
+from lab.load import plancopy, planload, userplan  # noqa: E402
 from lab.load.plancopy import Target  # noqa: E402
 from lab.load.userplan import PlanError  # noqa: E402
 
@@ -65,7 +68,7 @@ def test_properties_given_to_the_plan_are_read_as_jmeter_would_and_passed_to_it(
     reading = userplan.read(unnamed, properties)
     assert [g.users for g in reading.groups] == [7, 7] and reading.hosts == (HOSTS[0], "search.internal")
     chosen = userplan.mapping(reading, f"{HOSTS[0]}=default,search.internal=tuned")
-    profile = userplan.profile(reading, chosen, 30, properties)
+    profile = planload.profile(reading, chosen, 30, properties)
     # JMeter gets them as -J: the plan's own ${__P(...)} then read what the lab read
     assert profile.users == 7 and profile.properties() == properties
     args = _args("--plan", str(unnamed), "--map", f"{HOSTS[0]}=default,search.internal=tuned", "--duration", "30",
@@ -127,15 +130,15 @@ def test_a_plan_that_never_ends_needs_a_duration_and_its_load_is_read_from_it() 
     reading = userplan.read(ELSEWHERE)
     chosen = userplan.mapping(reading, MAP)
     with pytest.raises(PlanError, match="'Checkout' has no scheduler duration .* give --duration"):
-        userplan.profile(reading, chosen, None)
+        planload.profile(reading, chosen, None)
     with pytest.raises(PlanError, match="ramp-up ends at 2 s, and the run lasts 2 s"):
-        userplan.profile(reading, chosen, 2)
-    profile = userplan.profile(reading, chosen, 30)
+        planload.profile(reading, chosen, 2)
+    profile = planload.profile(reading, chosen, 30)
     assert (profile.users, profile.ramp_s, profile.duration_s, profile.keep_alive, profile.response_timeout_ms) == (
         3, 2, 30, False, 10000)
     assert profile.properties() == {} and profile.plan_map == chosen
     # said before it starts: each group's load and bound, each sampler and its machine, and what is not read
-    shown = "\n".join(userplan.shown(profile))
+    shown = "\n".join(planload.shown(profile))
     assert "  Checkout: 3 users, ramp 2 s, loops forever; stopped at 30 s at the latest" in shown
     assert f"    GET search: http://{HOSTS[1]}:8080/data -> tuned" in shown
     assert "Debug Sampler (DebugSampler)" in shown and "not to: /home/shop-author/jmeter/results/all.jtl" in shown
@@ -151,7 +154,7 @@ def _args(*typed: str) -> argparse.Namespace:
 @pytest.mark.fast
 def test_run_plan_options_are_checked_before_anything_starts() -> None:
     chosen = options.experiment(_args("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "40", "--repeat", "2"))
-    assert isinstance(chosen.profile, userplan.OwnPlan) and chosen.profile.duration_s == 40 and chosen.repeat == 2
+    assert isinstance(chosen.profile, planload.OwnPlan) and chosen.profile.duration_s == 40 and chosen.repeat == 2
     assert not chosen.a_a and options.experiment(_args("--plan", str(ELSEWHERE), "--map", MAP, "--duration", "40",
                                                        "--aa")).a_a
     for typed, fault in ((("--plan", str(ELSEWHERE), "--map", MAP, "--users", "5"), "--users with --plan"),
@@ -197,7 +200,7 @@ def test_jmeter_runs_the_copy_and_each_machines_samples_are_its_own(processes, t
     ports = {"default": start_mock(processes, tmp_path / "mock-default"),
              "tuned": start_mock(processes, tmp_path / "mock-tuned")}
     reading = userplan.read(ELSEWHERE)
-    profile = userplan.profile(reading, userplan.mapping(reading, MAP), 12)
+    profile = planload.profile(reading, userplan.mapping(reading, MAP), 12)
     out = tmp_path / "run"
     for schedule in ("parallel", "sequential"):
         result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()}, profile, out / schedule,
@@ -229,7 +232,7 @@ def test_a_plan_edited_after_it_was_checked_sends_nothing_to_a_host_no_machine_i
     load_run = importlib.import_module("lab.load.run")          # the module, not lab.load's run()
     plan = variant(tmp_path, "shop.jmx", ("checkout.shop.example.com", "checkout.shop.example.com"))
     reading = userplan.read(plan)
-    profile = userplan.profile(reading, userplan.mapping(reading, MAP), 30)
+    profile = planload.profile(reading, userplan.mapping(reading, MAP), 30)
     folder = JMeterFolder(tmp_path / "jmeter")
     folder.root.mkdir()
     phase = [_Target("default", "http", "10.213.1.2", 80, "/"), _Target("tuned", "http", "10.213.2.2", 80, "/")]
@@ -238,3 +241,149 @@ def test_a_plan_edited_after_it_was_checked_sends_nothing_to_a_host_no_machine_i
     plan.write_text(plan.read_text().replace("checkout.shop.example.com", "api.example.net"))
     with pytest.raises(LabError, match="changed since the run began: its samplers now go to api.example.net"):
         load_run._plan(profile, folder, phase)
+
+
+# capacity --plan: a plan with JMeter's open model ----------------------------------------------------------
+
+OPEN = REPO / "tests" / "fixtures" / "plans" / "open-model.jmx"
+STEPS = load.StepLoad(start_rps=10, step_rps=10, step_s=3, max_rps=20, warmup_s=0, connect_timeout_ms=1000,
+                      response_timeout_ms=3000)
+
+
+def _capacity_args(*typed: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(parents=[options.capacity_options()])
+    args = parser.parse_args(list(typed))
+    args.command = "capacity"
+    return args
+
+
+@pytest.mark.fast
+def test_an_open_model_plan_is_stepped_by_the_capacity_run_one_group_per_machine() -> None:
+    reading = userplan.read(OPEN)
+    assert [(g.name, g.open) for g in reading.groups] == [("Checkout arrivals", True), ("Search arrivals", True)]
+    chosen = options.experiment(_capacity_args("--plan", str(OPEN), "--map", MAP, "--quick"))
+    profile = chosen.profile
+    assert isinstance(profile, planload.OwnOpenPlan) and isinstance(profile, load.StepLoad)
+    # the lab's steps (--quick), the plan's groups each a machine's
+    assert profile.rates() == load.QUICK_STEPS.rates() and profile.plan_map == dict(zip(HOSTS, ("default", "tuned")))
+    assert profile.plan_groups == {"Checkout arrivals": "default", "Search arrivals": "tuned"}
+    # the analysis reads its steps back from run.json's profile, what maps the plan beside them
+    from lab.analysis import capacity
+    assert capacity.step_load({"model": "open", **dataclasses.asdict(profile)}) == load.QUICK_STEPS
+    said = "\n".join(planload.shown(profile))
+    assert "Checkout arrivals: an open model at the rates the lab steps for default, instead of its schedule " \
+           "'rate(20/s) random_arrivals(10 min) rate(20/s)'" in said
+    assert "GET search: http://search.shop.example.com:8080/data -> tuned" in said
+    # run --plan runs closed groups: an open one is refused there, pointing to capacity
+    with pytest.raises(LabError, match=re.escape("thread group 'Checkout arrivals' is an Open Model Thread Group")):
+        options.experiment(_args("--plan", str(OPEN), "--map", MAP, "--duration", "40"))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("plan, typed, fault", [
+    (ELSEWHERE, (), "thread group 'Checkout' is a closed model (3 users): ./start.sh capacity steps arrival rates"),
+    (OPEN, ("--map", f"{HOSTS[0]}=default,{HOSTS[1]}=default"), "no host of the plan goes to the tuned machine"),
+    (OPEN, ("--scenario", "capacity"), "--scenario with --plan"),
+    (OPEN, ("--load-from", "loadgen"), "--load-from loadgen with --plan"),
+])
+def test_a_capacity_plan_the_lab_cannot_step_is_refused_naming_it(plan: Path, typed: tuple[str, ...],
+                                                                   fault: str) -> None:
+    map_given = ("--map", MAP) if "--map" not in typed else ()
+    with pytest.raises(LabError, match=re.escape(fault)):
+        options.experiment(_capacity_args("--plan", str(plan), *map_given, *typed))
+
+
+@pytest.mark.fast
+def test_a_group_for_both_machines_or_two_groups_for_one_are_refused(tmp_path: Path) -> None:
+    text = OPEN.read_text()
+    end_of_search = "</hashTree>\n      <ThreadGroup"
+    assert text.count(end_of_search) == 1
+    shared = tmp_path / "shared.jmx"
+    shared.write_text(text.replace(end_of_search, _sampler("GET checkout too", HOSTS[0]) + "<hashTree/>"
+                                   + end_of_search))
+    reading = userplan.read(shared)
+    with pytest.raises(PlanError, match=re.escape("thread group 'Search arrivals' sends to default and tuned")):
+        planload.open_profile(reading, userplan.mapping(reading, MAP), STEPS)
+    twice = tmp_path / "twice.jmx"
+    twice.write_text(text.replace("${search_host}", HOSTS[0]))
+    reading = userplan.read(twice)
+    with pytest.raises(PlanError, match="'Checkout arrivals' and 'Search arrivals' both load the default machine"):
+        planload.open_profile(reading, {HOSTS[0]: "default"}, STEPS)
+
+
+def _sampler(name: str, host: str) -> str:
+    return (f'<HTTPSamplerProxy guiclass="HttpTestSampleGui" testclass="HTTPSamplerProxy" testname="{name}">'
+            f'<stringProp name="HTTPSampler.domain">{host}</stringProp>'
+            '<stringProp name="HTTPSampler.path">/data</stringProp></HTTPSamplerProxy>')
+
+
+@pytest.mark.fast
+def test_the_capacity_copy_steps_each_group_ends_it_when_told_and_caps_its_timeouts(tmp_path: Path) -> None:
+    from lab.load import openplan
+    reading = userplan.read(OPEN)
+    profile = planload.open_profile(reading, userplan.mapping(reading, MAP), STEPS)
+    targets = {"default": Target("http", "10.213.1.2", 80), "tuned": Target("http", "10.213.2.2", 80)}
+    stepped = plancopy.Stepped(profile.plan_groups, profile.connect_timeout_ms, profile.response_timeout_ms)
+    copy = plancopy.write_copy(reading, profile.plan_map, targets, profile.duration_s, tmp_path / "both.jmx",
+                               tmp_path / "files", stepped)
+    sent = userplan.read(copy)
+    # each group at its machine's steps, not its own schedule; the watch that ends a machine's arrivals beside them
+    assert [(g.name, g.schedule) for g in sent.groups] == [
+        ("Checkout arrivals", openplan.schedule_of("default")), ("Search arrivals", openplan.schedule_of("tuned")),
+        (openplan.WATCH, None)]
+    # timeouts: the Defaults' 60 s response is capped to the run's 3 s, the sampler's own 2 s kept
+    assert [(s.name, s.host, s.response_timeout_ms) for s in sent.samplers] == [
+        ("GET checkout", "10.213.1.2", 3000), ("GET search", "10.213.2.2", 2000)]
+    root = ElementTree.parse(copy).getroot()
+    assert [userplan.prop(sampler, "HTTPSampler.connect_timeout") for sampler in root.iter("HTTPSamplerProxy")] == [
+        "1000", "1000", ""]                 # the Defaults' 10 s capped; its author's disabled group's sampler as it was
+    # everything a group held is under the If Controller on its machine's flag: the header manager keeps its scope
+    for controller, machine in zip(root.iter("IfController"), ("default", "tuned"), strict=True):
+        assert userplan.prop(controller, "IfController.condition") == openplan.LOAD_ON.format(machine=machine)
+    inner = list(root.iter("IfController"))[0]
+    holds = [child.tag for child in _following(root, inner)]
+    assert holds == ["HeaderManager", "hashTree", "HTTPSamplerProxy", "hashTree"]
+    assert next(root.iter("ThreadGroup")).get("enabled") == "false"     # its author's disabled closed group
+    # one machine at a time: the other's group disabled, the watch for this one only
+    alone = plancopy.write_copy(reading, profile.plan_map, {"tuned": targets["tuned"]}, profile.duration_s,
+                                tmp_path / "tuned.jmx", tmp_path / "files", stepped)
+    assert [g.name for g in userplan.read(alone).groups] == ["Search arrivals", openplan.WATCH]
+    assert "for (machine in ['tuned'])" in alone.read_text()
+
+
+def _following(root: ElementTree.Element, element: ElementTree.Element) -> list[ElementTree.Element]:
+    """The children of the hashTree that follows element."""
+    parent = next(p for p in root.iter() if element in list(p))
+    siblings = list(parent)
+    return list(siblings[siblings.index(element) + 1])
+
+
+def test_jmeter_runs_the_stepped_copy_at_the_labs_rates_and_ends_a_machines_arrivals_past_its_knee(
+        processes, tmp_path: Path) -> None:
+    from test_load import read_results, start_mock
+    load.prepare()
+    # tuned answers in 1.5 s, over the SLO's 1 s p99: past its knee after two steps (judged once a step's requests had
+    # their timeouts' time to end), its arrivals end while default's go on to the last step
+    ports = {"default": start_mock(processes, tmp_path / "mock-default"),
+             "tuned": start_mock(processes, tmp_path / "mock-tuned", latency="fixed:1500")}
+    reading = userplan.read(OPEN)
+    steps = replace(STEPS, max_rps=100)
+    profile = planload.open_profile(reading, userplan.mapping(reading, MAP), steps)
+    result = load.run({m: f"http://127.0.0.1:{p}" for m, p in ports.items()}, profile, tmp_path / "run",
+                      schedule="parallel", path="/svc/camel/mock", progress_interval_s=1)
+    assert not result.interrupted and result.problems == [], result.problems
+    rows = {machine: read_results(result.results[machine])[1] for machine in ports}
+    for machine, port in ports.items():
+        label = "GET checkout" if machine == "default" else "GET search"
+        assert {(row["label"], row["URL"]) for row in rows[machine]} == {(label, f"http://127.0.0.1:{port}/data")}
+    # the lab's steps: 10, 20, ... 100 req/s for 3 s each (JMeter places exactly rate x length arrivals in each); the
+    # plan's own schedules would have sent default 20 a second for 10 minutes, and tuned nothing for a minute
+    assert len(rows["default"]) == sum(rate * 3 for rate in steps.rates()) == 1650
+    assert {row["success"] for row in rows["default"]} == {"true"}
+    # tuned's arrivals ended on the lab's word (its load_ended file, the watch, the If Controller): its first two
+    # steps' 90 and a few seconds more, not the 1,650 of all ten
+    assert "tuned" in result.ended_early and 90 <= len(rows["tuned"]) < 800, len(rows["tuned"])
+    assert "arrivals end for tuned" in result.log.read_text()
+    written = (tmp_path / "run" / "plan-files" / "1-arrivals.jtl").read_text()
+    assert "GET checkout" in written and "GET search" in written
+    assert not Path("/home/shop-author").exists()

@@ -27,6 +27,7 @@ Definitions (also in summary.json's capacity "basis"):
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -55,7 +56,9 @@ def step_load(profile: dict) -> StepLoad:
     """The StepLoad a run.json profile describes (ValueError if it is not one)."""
     if profile.get("model") != "open":
         raise ValueError("not an open-model profile")
-    fields = {"warmup_s": 0, **{k: v for k, v in profile.items() if k not in ("model", "slo")}}   # older: no warm-up
+    # its steps only (a plan of the user's own adds what maps it: capacity --plan); older: no warm-up
+    steps = {field.name for field in dataclasses.fields(StepLoad) if field.init} - {"slo"}
+    fields = {"warmup_s": 0, **{k: v for k, v in profile.items() if k in steps}}
     return StepLoad(**fields, slo=Slo(**(profile.get("slo") or {})))
 
 

@@ -68,12 +68,13 @@ def _watch(machines: list[str]) -> tuple[ET.Element, ET.Element]:
     return group, tree
 
 
-def _end_when_told(tree: ET.Element, machine: str) -> None:
-    """The thread group's samplers (each followed by its own hashTree) moved under an If Controller on its flag."""
+def _end_when_told(tree: ET.Element, machine: str, tags: tuple[str, ...] | None = SAMPLERS) -> None:
+    """The thread group's samplers (each followed by its own hashTree; tags None: all it holds) moved under an If
+    Controller on its flag."""
     if tree.tag != "hashTree":
         raise LoadError(f"the plan's thread group {machine!r} has no hashTree after it")
     children = list(tree)
-    moved = [i for i, child in enumerate(children) if child.tag in SAMPLERS]
+    moved = [i for i, child in enumerate(children) if child.tag != "hashTree" and (tags is None or child.tag in tags)]
     if not moved:
         return
     controller = ET.Element("IfController", {"guiclass": "IfControllerPanel", "testclass": "IfController",
@@ -89,6 +90,28 @@ def _end_when_told(tree: ET.Element, machine: str) -> None:
         tree.remove(element)
     tree.insert(moved[0], controller)
     tree.insert(moved[0] + 1, inner)
+
+
+def schedule_of(machine: str) -> str:
+    """An open-model group's schedule: the property <machine>.schedule, else schedule, else none at all."""
+    return f"${{__P({machine}.schedule,${{__P(schedule,{IDLE_SCHEDULE})}})}}"
+
+
+def step(group: ET.Element, tree: ET.Element, machine: str) -> None:
+    """A user's Open Model Thread Group (./start.sh capacity --plan) made the lab's for this machine: its schedule
+    the machine's steps, everything it holds under the If Controller that ends its arrivals when told (its config
+    elements, timers and listeners keep their scope: all they applied to moves with them)."""
+    schedule = next((child for child in group if child.get("name") == "OpenModelThreadGroup.schedule"), None)
+    if schedule is None:
+        schedule = ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.schedule"})
+    schedule.text = schedule_of(machine)
+    _end_when_told(tree, machine, tags=None)
+
+
+def add_watch(root: ET.Element, machines: list[str]) -> None:
+    """The watch that ends a machine's arrivals (WATCH), beside the plan's thread groups."""
+    parent = next(p for p in root.iter() if any(child.tag == "OpenModelThreadGroup" for child in p))
+    parent.extend(_watch(machines))
 
 
 def open_plan(closed_plan: Path, destination: Path) -> Path:
@@ -112,8 +135,7 @@ def open_plan(closed_plan: Path, destination: Path) -> Path:
             ET.SubElement(group, "elementProp", {"name": "ThreadGroup.main_controller",
                                                  "elementType": "OpenModelThreadGroupController"})
             ET.SubElement(group, "stringProp", {"name": "ThreadGroup.on_sample_error"}).text = "continue"
-            ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.schedule"}).text = (
-                f"${{__P({machine}.schedule,${{__P(schedule,{IDLE_SCHEDULE})}})}}")
+            ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.schedule"}).text = schedule_of(machine)
             ET.SubElement(group, "stringProp", {"name": "OpenModelThreadGroup.random_seed"}).text = ""
             parent.remove(child)
             parent.insert(index, group)
@@ -121,8 +143,8 @@ def open_plan(closed_plan: Path, destination: Path) -> Path:
             groups += 1
     if not groups:
         raise LoadError(f"{closed_plan} has no ThreadGroup to turn into an open model")
-    parent = next(p for p in tree.iter() if any(child.tag == "OpenModelThreadGroup" for child in p))
-    parent.extend(_watch([child.get("testname", "") for child in parent if child.tag == "OpenModelThreadGroup"]))
+    root = tree.getroot()
+    add_watch(root, [child.get("testname", "") for child in root.iter("OpenModelThreadGroup")])
     destination.parent.mkdir(parents=True, exist_ok=True)
     tree.write(destination, encoding="UTF-8", xml_declaration=True)
     return destination

@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.load import openplan
 from lab.load.jmeter import PLAN
 from lab.load.userplan import (
     GROUPS,
     HTTP_SAMPLERS,
+    OPEN_GROUP,
     READERS,
     WRITERS,
     HttpSampler,
@@ -37,16 +39,28 @@ class Target:
     port: int
 
 
+@dataclass(frozen=True)
+class Stepped:
+    """capacity --plan: which Open Model Thread Group loads which machine, and the longest timeouts its samplers
+    may keep (every request waiting is a JMeter thread in an open model)."""
+    groups: dict[str, str]
+    connect_timeout_ms: int
+    response_timeout_ms: int
+
+
 def write_copy(reading: PlanReading, chosen: dict[str, str], targets: dict[str, Target], duration_s: int,
-               dest: Path, files: Path) -> Path:
+               dest: Path, files: Path, stepped: Stepped | None = None) -> Path:
     """The copy of the plan JMeter runs, at dest: each HTTP sampler of a loaded machine (in targets) sent to it,
     its samples to ${__P(MACHINE.results)}; samplers of a machine not loaded now disabled, and thread groups
-    left with none; every thread group bounded by duration_s; files the plan writes put in `files`, files it
-    reads found beside the original."""
+    left with none; every thread group bounded by duration_s, or (stepped) each loading Open Model Thread Group
+    at its machine's steps, ended when the lab says, its timeouts capped; files the plan writes put in `files`,
+    files it reads found beside the original."""
     root = parse(reading.data, reading.path)
     collector = _lab_collector()
     _rewrite(root[0], iter(reading.samplers), chosen, targets, collector, duration_s, files,
-             reading.path.parent.resolve(), [])
+             reading.path.parent.resolve(), [], stepped)
+    if stepped is not None:
+        openplan.add_watch(root, list(targets))
     dest.parent.mkdir(parents=True, exist_ok=True)
     ElementTree.ElementTree(root).write(dest, encoding="UTF-8", xml_declaration=True)
     return dest
@@ -62,7 +76,7 @@ def _lab_collector() -> ElementTree.Element:
 
 def _rewrite(tree: ElementTree.Element, samplers: Iterator[HttpSampler], chosen: dict[str, str],
              targets: dict[str, Target], collector: ElementTree.Element, duration_s: int, files: Path,
-             home: Path, written: list[str]) -> bool:
+             home: Path, written: list[str], stepped: Stepped | None = None) -> bool:
     """Rewrites this level in place, the samplers in the order read() found them; True if a loaded machine's
     sampler is in it."""
     loads = False
@@ -74,6 +88,9 @@ def _rewrite(tree: ElementTree.Element, samplers: Iterator[HttpSampler], chosen:
             machine = chosen[next(samplers).host]
             if machine in targets:
                 _send(element, targets[machine])
+                if stepped is not None:
+                    _cap(element, "HTTPSampler.connect_timeout", stepped.connect_timeout_ms)
+                    _cap(element, "HTTPSampler.response_timeout", stepped.response_timeout_ms)
                 if children is None:            # JMX gives every element its hashTree; a hand-written one may not
                     children = ElementTree.Element("hashTree")
                     tree.insert(list(tree).index(element) + 1, children)
@@ -93,12 +110,16 @@ def _rewrite(tree: ElementTree.Element, samplers: Iterator[HttpSampler], chosen:
                 and "${" not in named and not Path(named).is_absolute():
             _set(element, READERS[element.tag], str(home / named))
         if children is not None and element.tag not in HTTP_SAMPLERS:
-            inner = _rewrite(children, samplers, chosen, targets, collector, duration_s, files, home, written)
-        if element.tag in GROUPS:
-            if inner:
-                _bound(element, duration_s)
-            else:
+            inner = _rewrite(children, samplers, chosen, targets, collector, duration_s, files, home, written,
+                             stepped)
+        if element.tag in GROUPS or element.tag == OPEN_GROUP:
+            name = element.get("testname") or element.tag
+            if not inner:
                 element.set("enabled", "false")     # nothing of this run's machines to load
+            elif stepped is not None and children is not None and name in stepped.groups:
+                openplan.step(element, children, stepped.groups[name])
+            else:
+                _bound(element, duration_s)
         loads = loads or inner
     return loads
 
@@ -121,6 +142,14 @@ def _bound(group: ElementTree.Element, duration_s: int) -> None:
         _set(group, "ThreadGroup.duration", str(duration_s))
         if not prop(group, "ThreadGroup.delay").strip().isdigit():
             _set(group, "ThreadGroup.delay", "0")
+
+
+def _cap(sampler: ElementTree.Element, name: str, most_ms: int) -> None:
+    """The sampler's timeout at most most_ms: its own when it is a number under it, else most_ms (which also
+    overrides a longer one from HTTP Request Defaults, or none at all)."""
+    own = prop(sampler, name).strip()
+    if not (own.isdigit() and 0 < int(own) <= most_ms):
+        _set(sampler, name, str(most_ms))
 
 
 def _set(element: ElementTree.Element, name: str, value: str, tag: str = "stringProp") -> None:

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from lab.interrupts import sigterm_as_interrupt
-from lab.load import plancopy, userplan
+from lab.load import plancopy, planload, userplan
 from lab.load.cpu import CpuSampler
 from lab.load.dashboards import generate as generate_dashboards
 from lab.load.engines import Engines, client_arguments, split_users
@@ -56,20 +56,26 @@ def _free_udp_port() -> int:
 def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Target]) -> Path:
     """The plan this profile runs: the lab's, or for an open model the lab's made open, or the user's own sent
     to this phase's machines, kept in the run."""
-    if isinstance(profile, StepLoad):
+    if isinstance(profile, StepLoad) and not isinstance(profile, planload.OwnOpenPlan):
         return open_plan(PLAN, folder.open_plan)
-    if isinstance(profile, userplan.OwnPlan):
+    if isinstance(profile, (planload.OwnPlan, planload.OwnOpenPlan)):
         # Read again, as it is now: the copy and the plan kept beside it are of the same bytes, whose hosts were mapped
         reading = userplan.read(Path(profile.plan), profile.plan_properties)
         unmapped = [host for host in reading.hosts if host not in profile.plan_map]
         if unmapped:
             raise LoadError(f"--plan {profile.plan} changed since the run began: its samplers now go to {unmapped[0]}, "
                             f"which is no machine's (mapped: {', '.join(profile.plan_map)}); nothing was sent there")
+        if isinstance(profile, planload.OwnOpenPlan) and \
+                planload.open_profile(reading, profile.plan_map, profile).plan_groups != profile.plan_groups:
+            raise LoadError(f"--plan {profile.plan} changed since the run began: its open-model thread groups are no "
+                            f"longer {', '.join(f'{g} -> {m}' for g, m in profile.plan_groups.items())}")
         if not folder.own_plan.is_file():
             folder.own_plan.write_bytes(reading.data)
         targets = {t.machine: plancopy.Target(t.protocol, t.host, t.port) for t in phase}
+        stepped = plancopy.Stepped(profile.plan_groups, profile.connect_timeout_ms, profile.response_timeout_ms) \
+            if isinstance(profile, planload.OwnOpenPlan) else None
         return plancopy.write_copy(reading, profile.plan_map, targets, profile.duration_s,
-                                   folder.own_plan_run([t.machine for t in phase]), folder.plan_files)
+                                   folder.own_plan_run([t.machine for t in phase]), folder.plan_files, stepped)
     return PLAN
 
 
@@ -77,7 +83,7 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
                     phase: list[_Target], path: str, folder: JMeterFolder, engines: Engines | None = None) -> list[str]:
     """JMeter for one phase: the plan's properties (-J here, or -G, sent to the remote engines that run it)
     and the client's own (its shutdown port, where each machine's results go)."""
-    own = isinstance(profile, userplan.OwnPlan)         # the user's plan runs as written: none of the lab's
+    own = isinstance(profile, (planload.OwnPlan, planload.OwnOpenPlan))    # the user's plan: none of the lab's
     plan = profile.properties() if own else {**SAMPLER_PROPERTIES, **profile.properties(), "path": path}
     client = {**ENGINE_PROPERTIES, "jmeterengine.nongui.port": str(udp_port),
               "jmeterengine.nongui.maxport": str(udp_port)}

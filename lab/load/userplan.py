@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.load.profile import LoadError, LoadProfile
+from lab.load.profile import LoadError
 from lab.names import MACHINES
 
 GROUPS = ("ThreadGroup", "SetupThreadGroup", "PostThreadGroup")
+# JMeter 5.5's open model: arrivals at the rates of its schedule, each running the group's samplers once. Its
+# schedule is what ./start.sh capacity --plan steps (the lab's rates instead, one group per machine).
+OPEN_GROUP = "OpenModelThreadGroup"
 HTTP_SAMPLERS = ("HTTPSamplerProxy", "HTTPSampler", "HTTPSampler2")
 # Elements that write a file the plan names (its author's paths): kept in the run folder instead.
 WRITERS = {"ResultCollector": "filename", "ResultSaver": "FileSaver.filename"}
@@ -46,6 +49,11 @@ class Group:
     ramp_s: int                 # its start delay and ramp-up: when its last user has started
     duration_s: int | None      # its scheduler's bound; None: it ends when its loops do, or never
     forever: bool               # loops forever with no scheduler: only the lab's --duration ends it
+    schedule: str | None = None     # an Open Model Thread Group's schedule, as written; None: a closed group
+
+    @property
+    def open(self) -> bool:
+        return self.schedule is not None
 
 
 @dataclass(frozen=True)
@@ -61,25 +69,6 @@ class PlanReading:
     @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(sampler.host for sampler in self.samplers))
-
-
-@dataclass
-class OwnPlan(LoadProfile):
-    """The load of a user's plan: its users and ramp-up as read from it (for the steady state), the run's
-    duration, and how its hosts map to the machines."""
-    plan: str = ""                                          # the user's file, as given
-    plan_map: dict[str, str] = field(default_factory=dict)  # host -> machine
-    plan_not_analysed: list[str] = field(default_factory=list)  # its samplers that are not HTTP: they run, unread
-    plan_properties: dict[str, str] = field(default_factory=dict)   # JMeter properties given to it (--property)
-
-    def group_properties(self, machine: str, active: bool) -> dict[str, str]:
-        return {}
-
-    def properties(self) -> dict[str, str]:
-        return dict(self.plan_properties)       # the plan reads none of the lab's: it runs as written
-
-    def describe(self) -> str:
-        return f"{Path(self.plan).name}: up to {self.users} users a machine, ramp {self.ramp_s} s, {self.duration_s} s"
 
 
 # Reading ------------------------------------------------------------------------------------------------
@@ -206,7 +195,7 @@ def _walk(tree: ElementTree.Element, scope: _Scope, found: _Found, path: Path) -
                     scope.defaults[key] = value
     for element, children in level:
         inner = scope
-        if element.tag in GROUPS:
+        if element.tag in GROUPS or element.tag == OPEN_GROUP:
             found.groups.append(_group(element, scope, path))
             inner = _Scope(scope.variables, scope.defaults, found.groups[-1].name, scope.properties)
         elif element.tag in HTTP_SAMPLERS:
@@ -231,6 +220,8 @@ def _number(text: str, what: str, path: Path, scope: _Scope) -> int:
 
 def _group(element: ElementTree.Element, scope: _Scope, path: Path) -> Group:
     name = element.get("testname") or element.tag
+    if element.tag == OPEN_GROUP:
+        return Group(name, 0, 0, None, False, schedule=prop(element, "OpenModelThreadGroup.schedule").strip())
     what = f"thread group {name!r}"
     users = _number(prop(element, "ThreadGroup.num_threads") or "1", f"{what}'s number of threads", path, scope)
     ramp = _number(prop(element, "ThreadGroup.ramp_time") or "0", f"{what}'s ramp-up", path, scope)
@@ -333,57 +324,3 @@ def _named(name: str) -> str | None:
     words = set(re.split(r"[^a-z0-9]+", name.lower()))
     named = [machine for machine in MACHINES if machine in words]
     return named[0] if len(named) == 1 else None
-
-
-# The profile --------------------------------------------------------------------------------------------
-
-def profile(reading: PlanReading, chosen: dict[str, str], duration_s: int | None,
-            properties: dict[str, str] | None = None) -> OwnPlan:
-    """The run's load: the plan's users a machine (the most any machine gets), its latest ramp-up, and how long:
-    --duration, else the plan's own bound; PlanError for a plan that never ends and no --duration."""
-    endless = [group.name for group in reading.groups if group.forever]
-    bounds = [group.duration_s for group in reading.groups if group.duration_s]
-    if duration_s is None:
-        if endless or not bounds:
-            raise PlanError(f"--plan {reading.path}: thread group {(endless or [g.name for g in reading.groups])[0]!r}"
-                            " has no scheduler duration (it loops until stopped or its loops end): give --duration "
-                            "SECONDS, which bounds every thread group")
-        duration_s = max(bounds)
-    users = {machine: sum(group.users for group in reading.groups
-                          if any(s.group == group.name and chosen[s.host] == machine for s in reading.samplers))
-             for machine in MACHINES}
-    ramp = max((group.ramp_s for group in reading.groups), default=0)
-    if ramp >= duration_s:
-        raise PlanError(f"--plan {reading.path}: its ramp-up ends at {ramp} s, and the run lasts {duration_s} s: "
-                        "give a longer --duration, for a steady state after it")
-    timeouts = [sampler.response_timeout_ms for sampler in reading.samplers]
-    longest = None if None in timeouts else max(t for t in timeouts if t is not None)
-    return OwnPlan(users=max(1, *users.values()), ramp_s=ramp, duration_s=duration_s,
-                   keep_alive=all(sampler.keep_alive for sampler in reading.samplers),
-                   response_timeout_ms=longest or OwnPlan.response_timeout_ms, plan=str(reading.path.resolve()),
-                   plan_map=dict(chosen), plan_not_analysed=list(reading.not_analysed),
-                   plan_properties=dict(properties or {}))
-
-
-def shown(profile: OwnPlan) -> list[str]:
-    """What the run will do with the plan, for the terminal before it starts: each thread group with its load
-    and bound, each sampler with where it goes and which machine that is, what is not analysed, and the files
-    its listeners write (kept in the run folder instead)."""
-    reading = read(Path(profile.plan), profile.plan_properties)
-    lines = [f"Your plan: {profile.plan} (run unchanged but for where it goes; its hosts: "
-             + ", ".join(f"{host} -> {machine}" for host, machine in profile.plan_map.items()) + ")"]
-    for group in reading.groups:
-        ends = ("loops forever" if group.forever else f"its own bound {group.duration_s} s" if group.duration_s
-                else "until its loops end")
-        bound = f"; stopped at {profile.duration_s} s at the latest" if not group.duration_s or \
-            group.duration_s > profile.duration_s else ""
-        lines.append(f"  {group.name}: {group.users} users, ramp {group.ramp_s} s, {ends}{bound}")
-        lines.extend(f"    {sampler.name}: {sampler.protocol}://{sampler.host}:{sampler.port}{sampler.path} -> "
-                     f"{profile.plan_map.get(sampler.host, 'no machine')}" for sampler in reading.samplers
-                     if sampler.group == group.name)
-    if reading.not_analysed:
-        lines.append(f"  not analysed (not HTTP: they run, their samples are not read): {', '.join(reading.not_analysed)}")
-    if reading.writes:
-        lines.append(f"  its listeners write in the run folder's jmeter/plan-files/, not to: {', '.join(reading.writes)}")
-    return lines
-
