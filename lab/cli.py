@@ -218,7 +218,7 @@ def _change(args: argparse.Namespace, backend: Backend, host: HostLab, plan: opt
         if plan.scenario:
             lifecycle.check_machines(backend, plan.machines, plan.scenario)
             print(f"Scenario: {plan.scenario} ({plan.profile.describe()})", file=sys.stderr)
-        if isinstance(plan.profile, (planload.OwnPlan, planload.OwnOpenPlan)):
+        if isinstance(plan.profile, planload.OWN_PLANS):
             print("\n".join(planload.shown(plan.profile)), file=sys.stderr)
         return experiment.run(backend, plan.profile, plan.schedule, plan.repeat, host=host, a_a=plan.a_a,
                               limits=plan.limits, load_from=plan.load_from, host_limits=plan.host_limits,

@@ -289,9 +289,7 @@ def _check_plan_options(args: argparse.Namespace) -> None:
 
 def _own_plan(args: argparse.Namespace) -> planload.OwnPlan:
     """run --plan's load: the user's plan read, its hosts mapped to the machines, bounded by --duration."""
-    properties = _plan_properties(given(args, "--property") or [])
-    reading = userplan.read(Path(args.plan), properties)
-    chosen = userplan.mapping(reading, given(args, "--map"))
+    reading, chosen, properties = _read_plan(args)
     duration = given(args, "--duration")
     if duration is not None and duration < 1:
         raise StepFailed(f"--duration {duration}: must be 1 or more")
@@ -301,9 +299,15 @@ def _own_plan(args: argparse.Namespace) -> planload.OwnPlan:
 def _own_open_plan(args: argparse.Namespace, steps: load.StepLoad) -> planload.OwnOpenPlan:
     """capacity --plan's load: the user's plan read, its hosts mapped to the machines, its open-model groups at the
     steps' rates."""
+    reading, chosen, properties = _read_plan(args)
+    return planload.open_profile(reading, chosen, steps, properties)
+
+
+def _read_plan(args: argparse.Namespace) -> tuple[userplan.PlanReading, dict[str, str], dict[str, str]]:
+    """--plan read with the --property given to it, and its hosts mapped to the machines (--map, else its names)."""
     properties = _plan_properties(given(args, "--property") or [])
     reading = userplan.read(Path(args.plan), properties)
-    return planload.open_profile(reading, userplan.mapping(reading, given(args, "--map")), steps, properties)
+    return reading, userplan.mapping(reading, given(args, "--map")), properties
 
 
 def _plan_properties(typed: list[str]) -> dict[str, str]:

@@ -4,7 +4,7 @@ users and ramp-up as read from it (for the steady state), bounded by the run's d
 shows of it before the load starts."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from lab.load.openmodel import StepLoad
@@ -48,6 +48,10 @@ class OwnOpenPlan(StepLoad):
 
     def describe(self) -> str:
         return f"{Path(self.plan).name}, its arrivals stepped: {super().describe()}"
+
+
+# A user's plan's load, whichever command runs it: the plan runs as written, none of the lab's properties given.
+OWN_PLANS = (OwnPlan, OwnOpenPlan)
 
 
 def profile(reading: PlanReading, chosen: dict[str, str], duration_s: int | None,
@@ -115,7 +119,7 @@ def open_profile(reading: PlanReading, chosen: dict[str, str], steps: StepLoad,
             raise PlanError(f"--plan {reading.path}: {' and '.join(repr(name) for name in named)} both load the "
                             f"{machine} machine: capacity steps one Open Model Thread Group's arrivals per machine "
                             "(put their samplers in one group, or disable one)")
-    kept = {name: getattr(steps, name) for name in StepLoad.__dataclass_fields__ if name != "model"}
+    kept = {step.name: getattr(steps, step.name) for step in fields(StepLoad) if step.init}
     return OwnOpenPlan(**{**kept, "keep_alive": all(sampler.keep_alive for sampler in reading.samplers)},
                        plan=str(reading.path.resolve()), plan_map=dict(chosen), plan_groups=groups,
                        plan_not_analysed=list(reading.not_analysed), plan_properties=dict(properties or {}))

@@ -56,9 +56,7 @@ def _free_udp_port() -> int:
 def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Target]) -> Path:
     """The plan this profile runs: the lab's, or for an open model the lab's made open, or the user's own sent
     to this phase's machines, kept in the run."""
-    if isinstance(profile, StepLoad) and not isinstance(profile, planload.OwnOpenPlan):
-        return open_plan(PLAN, folder.open_plan)
-    if isinstance(profile, (planload.OwnPlan, planload.OwnOpenPlan)):
+    if isinstance(profile, planload.OWN_PLANS):
         # Read again, as it is now: the copy and the plan kept beside it are of the same bytes, whose hosts were mapped
         reading = userplan.read(Path(profile.plan), profile.plan_properties)
         unmapped = [host for host in reading.hosts if host not in profile.plan_map]
@@ -76,6 +74,8 @@ def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Ta
             if isinstance(profile, planload.OwnOpenPlan) else None
         return plancopy.write_copy(reading, profile.plan_map, targets, profile.duration_s,
                                    folder.own_plan_run([t.machine for t in phase]), folder.plan_files, stepped)
+    if isinstance(profile, StepLoad):
+        return open_plan(PLAN, folder.open_plan)
     return PLAN
 
 
@@ -83,7 +83,7 @@ def _jmeter_command(java: str, jar: Path, log: Path, udp_port: int, profile: Loa
                     phase: list[_Target], path: str, folder: JMeterFolder, engines: Engines | None = None) -> list[str]:
     """JMeter for one phase: the plan's properties (-J here, or -G, sent to the remote engines that run it)
     and the client's own (its shutdown port, where each machine's results go)."""
-    own = isinstance(profile, (planload.OwnPlan, planload.OwnOpenPlan))    # the user's plan: none of the lab's
+    own = isinstance(profile, planload.OWN_PLANS)        # the user's plan runs as written: none of the lab's
     plan = profile.properties() if own else {**SAMPLER_PROPERTIES, **profile.properties(), "path": path}
     client = {**ENGINE_PROPERTIES, "jmeterengine.nongui.port": str(udp_port),
               "jmeterengine.nongui.maxport": str(udp_port)}
