@@ -12,6 +12,7 @@ import yaml
 from lab import budget
 from lab.errors import StepFailed
 from lab.runfolder import RunFolder
+from lab.tune import guide
 from lab.tune import space as knob_space
 from lab.tune.run import outcome_of
 from lab.tune.study import CONSTRAINTS, Outcome, Study
@@ -207,3 +208,89 @@ def test_a_capacity_past_the_generator_or_the_last_step_is_a_lower_bound_and_no_
     nothing = outcome_of(_summarised(tmp_path / "b", {"load": {"all": {"samples": 0}}}), 397.0, 100.0)
     assert nothing.capacity_rps is None and not nothing.feasible
     assert nothing.broken == {"no_figure": "the tuned machine was sent no request"}
+
+
+@pytest.mark.parametrize(("figures", "feasible", "expected"), [
+    # the backend pool: widened to the calls in flight at the knee (its 20 and the 129 that waited)
+    ({"knee_knob": "camel_app_http_client_per_route", "knee_waiting": 129, "queued_at": "the backend pool"}, True,
+     ("backend_pool", 20, 149, "configuration 4's knee: requests queued at the backend pool "
+                               "(camel_app_http_client_per_route, 129 calls waiting beside its 20): backend_pool 20 -> 149")),
+    # a few waiting: twice its size at least
+    ({"knee_knob": "camel_app_http_client_per_route", "knee_waiting": 3}, True, ("backend_pool", 20, 40, None)),
+    # Tomcat's threads: twice (nothing said of what waited behind them)
+    ({"knee_knob": "camel_app_tomcat_max_threads", "queued_at": "Tomcat's threads"}, True,
+     ("tomcat_threads", 59, 118, "configuration 4's knee: requests queued at Tomcat's threads "
+                                 "(camel_app_tomcat_max_threads): tomcat_threads 59 -> 118")),
+    # HTTPD's workers, a key of the MPM's settings: on the dimension's grid (by 10), at most its top (250)
+    ({"knee_knob": "httpd_mpm_event_settings.MaxRequestWorkers"}, True, ("httpd_workers", 130, 250, None)),
+    # the host's CPUs, or no full pool: no knob, nothing queued
+    ({"knee_knob": None, "queued_at": "the host's CPUs"}, True, None),
+    # a constraint broken: a wider pool would hold more memory
+    ({"knee_knob": "camel_app_tomcat_max_threads"}, False, None),
+    # a knob no dimension of the space sets
+    ({"knee_knob": "httpd_mpm_event_settings.ThreadsPerChild"}, True, None),
+])
+def test_a_knees_full_pool_queues_the_same_configuration_with_that_pool_widened(figures, feasible, expected):
+    space = knob_space.load().chosen(("backend_client", "tomcat", "httpd"))
+    point = {"backend_pool": 20, "tomcat_threads": 59, "tomcat_accept_count": 397, "httpd_mpm": "event",
+             "httpd_workers": 130}
+    step = guide.next_step(space, 4, point, figures, feasible)
+    if expected is None:
+        assert step is None
+        return
+    dimension, before, after, why = expected
+    assert step is not None and (step.dimension, step.before, step.after) == (dimension, before, after)
+    assert step.point == {**point, dimension: after}
+    assert why is None or step.why == why
+
+
+def test_a_dimension_at_its_top_or_outside_the_chosen_groups_queues_nothing():
+    space = knob_space.load()
+    top = {"backend_pool": 400, "tomcat_threads": 59}
+    assert guide.next_step(space.chosen(("backend_client", "tomcat")), 0, top,
+                           {"knee_knob": "camel_app_http_client_per_route", "knee_waiting": 50}, True) is None
+    assert guide.next_step(space.chosen(("backend_client",)), 0, {"backend_pool": 40},
+                           {"knee_knob": "camel_app_tomcat_max_threads"}, True) is None
+    assert space.dimensions["backend_pool"].nearest_at_least(300) == 300
+    assert space.dimensions["httpd_workers"].nearest_at_least(131) == 140
+    assert space.dimensions["httpd_workers"].nearest_at_least(7) == 50
+
+
+def _chained(point: dict) -> Outcome:
+    """A machine whose requests pass three pools, each serving at most so many req/s (the backend pool 5 per
+    connection, Tomcat's threads 8 per thread, HTTPD's workers 9 per worker): its capacity is the narrowest's, and its
+    knee names that pool's knob (with the calls waiting for the backend pool), as the capacity run's verdict does."""
+    limits = {"camel_app_http_client_per_route": 5 * point["backend_pool"],
+              "camel_app_tomcat_max_threads": 8 * point["tomcat_threads"],
+              "httpd_mpm_worker_settings.MaxRequestWorkers": 9 * point["httpd_workers"]}
+    knob = min(limits, key=lambda k: limits[k])
+    capacity = min(limits.values(), default=0)
+    return Outcome(float(min(capacity, 1800)), figures={
+        "knee_knob": knob if capacity < 1800 else None, "queued_at": knob,
+        "knee_waiting": point["backend_pool"] if knob == "camel_app_http_client_per_route" else None})
+
+
+def test_the_verdicts_steps_climb_the_chain_of_full_pools_to_the_top_sooner_than_the_sampler_alone():
+    space = knob_space.load().chosen(("backend_client", "tomcat", "httpd"))
+    fixed = {"httpd_mpm": "worker"}
+
+    def search(guided: bool) -> tuple[int | None, Study]:
+        study = Study(None, space, seed=3, startup_trials=4)
+        for _ in range(12):
+            number, point = study.ask()
+            outcome = _chained({**point, **fixed})
+            study.tell(number, outcome)
+            step = guide.next_step(space, number, point, outcome.figures, outcome.feasible) if guided else None
+            if step is not None:
+                study.enqueue(step.point, step.why)
+        reached = next((r.number for r in study.records() if (r.capacity_rps or 0) >= 1800), None)
+        return reached, study
+
+    reached, study = search(True)
+    alone, _ = search(False)
+    assert reached is not None and (alone is None or reached < alone), (reached, alone)
+    chosen = [r for r in study.records() if r.chosen_by]
+    assert chosen and all(r.chosen_by.startswith("configuration ") for r in chosen)
+    # a configuration already tried is never queued again
+    first = study.records()[0]
+    assert not study.enqueue(first.point, "again")

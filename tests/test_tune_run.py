@@ -39,12 +39,13 @@ def made_up(knobs: dict) -> tuple[int, dict]:
     capacity = 50 * round((300 + 3 * min(pool, 150)) / 50)
     events = {"oom_kills": 1 if heap < 96 else 0, "process_exits": []}
     stage = "the backend pool" if pool < 150 else None
-    queued = {"stage": stage, "sentence": f"{'requests queued at the backend pool' if stage else 'no pool was full'} "
-                                          f"(pool {pool})"}
+    queued = {"stage": stage, "knob": "camel_app_http_client_per_route" if stage else None,
+              "sentence": f"{'requests queued at the backend pool' if stage else 'no pool was full'} (pool {pool})"}
     return capacity, {"events": events, "memory": {"budget": {"held_peak_mib": 250 + 0.5 * heap},
                                                    "major_faults_per_s": 1.0},
                       "capacity": {"found": True, "capacity_rps": capacity, "generator_bound_rps": None,
-                                   "knee_rps": capacity + 50, "at_knee": {"queued": queued}}}
+                                   "knee_rps": capacity + 50,
+                                   "at_knee": {"queued": queued, "pool_pending_peak": max(0, 150 - pool)}}}
 
 
 @pytest.fixture()
@@ -102,6 +103,25 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
         assert row["figures"]["queued_at"] == ("the backend pool" if pool < 150 else None)
         assert f"at its knee ({row['capacity_rps'] + 50:.0f} req/s): " in err and f"(pool {pool})" in err
     assert record["result"]["bound_at_knee"] == dict(Counter(r["figures"]["queued_at"] or "no pool full" for r in measured))
+    # a configuration within the constraints whose knee was the backend pool is followed by the same configuration
+    # with the pool widened to the calls in flight there (150 here), queued by that verdict and said so
+    numbers = {r["number"]: r for r in rows}
+    guided = [r for r in rows if r["chosen_by"]]
+    assert guided, "no knee's verdict queued a configuration: the guided step was not exercised"
+    for row in guided:
+        before = numbers[int(row["chosen_by"].split()[1][:-2])]
+        assert before["figures"]["queued_at"] == "the backend pool" and not before["broken"]
+        pool = before["point"]["backend_pool"]
+        assert row["point"] == {**before["point"], "backend_pool": max(150, 2 * pool)}
+        assert row["chosen_by"].endswith(f"(camel_app_http_client_per_route, {150 - pool} calls waiting beside its "
+                                         f"{pool}): backend_pool {pool} -> {max(150, 2 * pool)}")
+        assert row["number"] > before["number"]
+        assert f"next, as its knee's verdict points: backend_pool {pool} -> {max(150, 2 * pool)}" in err
+        assert f"configuration {row['number']} (" in err and row["chosen_by"] in err
+    for row in measured:
+        if row["figures"]["queued_at"] and not row["broken"] and row["point"]["backend_pool"] < 150:
+            assert any(g["chosen_by"].startswith(f"configuration {row['number']}'s knee") for g in guided) or \
+                row["number"] == max(r["number"] for r in rows), row       # queued, unless the plan ended there
     assert lab.given[-1] == ("tuned", None)                     # its own knobs back
     assert not host.aa_pending()
     # the best: the highest capacity among those within every constraint
@@ -115,6 +135,7 @@ def test_a_tune_measures_what_fits_keeps_what_broke_and_writes_the_best(host, la
     html = (root / "report" / "index.html").read_text()
     assert html.count('href="../configs/') == 6 and "1 OOM kill" in html
     assert "What bound each measured configuration at its knee" in html and "(pool " in html
+    assert html.count("<br>queued by configuration ") == len(guided)
     # this seed's proposals exercise both: a configuration set aside, and one broken when measured
     assert aside and any(r["broken"].get("process_died") for r in measured)
 

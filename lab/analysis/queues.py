@@ -19,6 +19,7 @@ from lab.analysis.verdict import HOST_IDLE_MIN_PCT
 from lab.budget import httpd_workers, tomcat_threads  # the same knobs the memory budget reads
 
 FULL = 0.95                     # a pool whose peak reached this share of its size was full (PCP samples each second)
+BACKEND_POOL_KNOB = "camel_app_http_client_per_route"      # the knob the verdict names for the backend pool
 POOL_PER_ROUTE_DEFAULT = 20     # camel-http's connections per route when camel_app_http_client_per_route is unset
 BASIS = (f"at the knee step: the host's CPUs when they were idle under {HOST_IDLE_MIN_PCT:g}% over it (a host shared "
          "with JMeter: jmeter/loadgen.csv, as the verdict reads it; else PCP's kernel.all.cpu user and sys); else each pool's peak (PCP) against its size from the machine's knobs, full "
@@ -39,7 +40,7 @@ def sizes(knobs: dict, observed: dict | None) -> Sizes:
     mpm, workers = httpd_workers(knobs)
     live = (observed or {}).get("backend_pool_per_route")
     pool = live if isinstance(live, int) and live > 0 else \
-        int(knobs.get("camel_app_http_client_per_route") or POOL_PER_ROUTE_DEFAULT)
+        int(knobs.get(BACKEND_POOL_KNOB) or POOL_PER_ROUTE_DEFAULT)
     return Sizes(mpm, workers, tomcat_threads(knobs), pool)
 
 
@@ -52,7 +53,7 @@ def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
 
     httpd, tomcat, waiting = peak("httpd_busy_peak"), peak("tomcat_busy_peak"), peak("pool_pending_peak")
     stages = [  # the deepest first
-        ("the backend pool", waiting is not None and waiting > 0, "camel_app_http_client_per_route",
+        ("the backend pool", waiting is not None and waiting > 0, BACKEND_POOL_KNOB,
          f"{waiting or 0:.0f} calls waited for one of its {size.backend_pool} backend connections"),
         ("Tomcat's threads", tomcat is not None and tomcat >= FULL * size.tomcat_threads, "camel_app_tomcat_max_threads",
          f"Tomcat {_of(tomcat, size.tomcat_threads)} threads busy"),

@@ -16,6 +16,7 @@ import yaml
 
 from lab import aa, budget, experiment, load, runfolder
 from lab.ablation.folder import CAPACITY, TUNED, figure, machine_figures, unusable
+from lab.analysis.queues import BACKEND_POOL_KNOB
 from lab.analysis.text import MIB
 from lab.analysis.verdict import PAGE_INS_MAX
 from lab.errors import LabError, StepFailed
@@ -24,6 +25,7 @@ from lab.machines.protocol import Backend
 from lab.paths import shown
 from lab.progress import info
 from lab.runfolder import RunFolder
+from lab.tune import guide
 from lab.tune.folder import BEST_FILE, MEMORY_SHARE_MAX, Plan, Tuning, duration_text, point_text
 from lab.tune.space import Space
 from lab.tune.study import Outcome, Record, Study
@@ -67,11 +69,14 @@ def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Ou
             broken["page_ins_over"] = f"{page_ins:.0f} page-ins a second over the load (at most {PAGE_INS_MAX:g})"
     if value is None:
         broken["no_figure"] = why or "no capacity"
-    queued = ((found.get("at_knee") if found else None) or {}).get("queued") or {}     # where requests waited at its knee
+    at_knee = (found.get("at_knee") if found else None) or {}
+    queued = at_knee.get("queued") or {}                    # where requests waited at its knee, and the knob sizing it
     figures = {"seconds": round(seconds, 1), "held_peak_mib": None if held is None else round(held, 1),
                "limit_mib": limit_mib, "major_faults_per_s": page_ins, "oom_kills": kills,
                "generator_bound_rps": found.get("generator_bound_rps") if found else None, "lower_bound": lower_bound,
                "knee_rps": found.get("knee_rps") if found else None, "queued_at": queued.get("stage"),
+               "knee_knob": queued.get("knob"),
+               "knee_waiting": at_knee.get("pool_pending_peak") if queued.get("knob") == BACKEND_POOL_KNOB else None,
                "at_knee": queued.get("sentence"),
                "folder": str(folder.root)}
     return Outcome(value, broken, amounts, figures)
@@ -94,7 +99,8 @@ def search(backend: Backend, tuning: Tuning, plan: Plan, space: Space, base: dic
         number, point = study.ask()
         knobs = chosen_space.knobs(point, base)
         path = tuning.write_knobs(number, point, knobs)
-        info(f"configuration {number} ({ahead}): {point_text(point)}")
+        why = study.why_asked(number)
+        info(f"configuration {number} ({ahead}{'; ' + why if why else ''}): {point_text(point)}")
         estimated = budget.estimate(TUNED, knobs, limit, swap, sees)
         if estimated is not None and estimated.over_mib is not None and limit:
             _set_aside(study, number, estimated, limit)
@@ -127,6 +133,9 @@ def search(backend: Backend, tuning: Tuning, plan: Plan, space: Space, base: dic
                               outcome.figures)
         study.tell(number, outcome)
         info("  " + _said(outcome, study.best()))
+        step = guide.next_step(chosen_space, number, point, outcome.figures, outcome.feasible)
+        if step is not None and study.enqueue(step.point, step.why):
+            info(f"  next, as its knee's verdict points: {step.dimension} {step.before} -> {step.after}")
     return study
 
 

@@ -58,6 +58,13 @@ class Dimension:
         return isinstance(value, int) and not isinstance(value, bool) and self.low <= value <= self.high \
             and (value - self.low) % self.step == 0
 
+    def nearest_at_least(self, value: int) -> int:
+        """An integer dimension's smallest value at or above value on its grid, its top if value is past it."""
+        assert self.low is not None and self.high is not None
+        if value <= self.low:
+            return self.low
+        return min(self.high, self.low + -(-(value - self.low) // self.step) * self.step)
+
 
 @dataclass(frozen=True)
 class Space:
@@ -68,6 +75,15 @@ class Space:
     def chosen(self, names: tuple[str, ...]) -> Space:
         return Space({g: a for g, a in self.groups.items() if g in names},
                      {n: d for n, d in self.dimensions.items() if d.group in names}, self.role_defaults)
+
+    def dimension_setting(self, knob: str) -> str | None:
+        """The integer dimension whose value sets knob: a variable ("camel_app_tomcat_max_threads") or one key of a
+        dict variable ("httpd_mpm_event_settings.MaxRequestWorkers"), as the verdict names a pool's size."""
+        variable, _, key = knob.partition(".")
+        for name, dim in self.dimensions.items():
+            if not dim.categorical and (variable in dim.variables if not key else variable in dim.settings.get(key, ())):
+                return name
+        return None
 
     def variables(self) -> set[str]:
         """Every variable a point of this space may set."""

@@ -45,6 +45,7 @@ class Record:
     broken: dict[str, str]
     figures: dict
     measured: bool
+    chosen_by: str | None = None                # the verdict's step that queued it (None: the sampler)
 
 
 def distributions(space: Space) -> dict[str, BaseDistribution]:
@@ -82,8 +83,21 @@ class Study:
             self.study.enqueue_trial(dict(trial.params), user_attrs={"requeued_from": trial.number})
         return [t.number for t in left]
 
-    def enqueue(self, point: dict[str, Value], why: str) -> None:
-        self.study.enqueue_trial(dict(point), user_attrs={"enqueued": why}, skip_if_exists=True)
+    def enqueue(self, point: dict[str, Value], why: str) -> bool:
+        """point queued ahead of the sampler's proposals, why kept with it; False (nothing queued) if a configuration
+        with these values was already tried or queued (a failed one included: it is measured again only on resume)."""
+        if any(t.system_attrs.get("fixed_params", t.params) == point for t in self.study.get_trials(deepcopy=False)):
+            return False
+        self.study.enqueue_trial(dict(point), user_attrs={"enqueued": why})
+        return True
+
+    def why_asked(self, number: int) -> str | None:
+        """Why an asked configuration was chosen other than by the sampler: the verdict's step that queued it, or the
+        configuration a Ctrl-C cut short that it measures again."""
+        attrs = self._asked[number].user_attrs
+        if "requeued_from" in attrs:
+            return f"configuration {attrs['requeued_from']} again: it had been cut short"
+        return str(attrs["enqueued"]) if attrs.get("enqueued") else None
 
     def ask(self) -> tuple[int, dict[str, Value]]:
         trial = self.study.ask(distributions(self.space))
@@ -108,7 +122,8 @@ class Study:
             broken = dict(attrs.get("broken") or {})
             found.append(Record(trial.number, dict(trial.params), trial.state.name, capacity,
                                 trial.state == TrialState.COMPLETE and capacity is not None and not broken,
-                                broken, dict(attrs.get("figures") or {}), bool(attrs.get("measured", True))))
+                                broken, dict(attrs.get("figures") or {}), bool(attrs.get("measured", True)),
+                                attrs.get("enqueued")))
         return found
 
     def best(self) -> Record | None:
