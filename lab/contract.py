@@ -231,6 +231,7 @@ class MachineCapacity(TypedDict):
     note: str | None
     basis: str
     at_knee: NotRequired[dict[str, Any] | None]
+    at_capacity: NotRequired[dict[str, Any] | None]     # the step that gave the capacity: its CPU per request
     refined: NotRequired[dict[str, Any]]
 
 

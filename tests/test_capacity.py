@@ -575,6 +575,21 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
     assert step_state.at_knee({**found, "knee_rps": None}, series, events) is None
 
 
+def test_the_step_that_gave_the_capacity_carries_what_each_role_spent_over_it(tmp_path):
+    found = _analyze(tmp_path, [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 400, 0, 2500), (4000, 900, 0, 4000)])
+    met = next(s for s in found["steps"] if s["rate_rps"] == found["capacity_rps"] and s["met"])
+    start = met["start_s"]
+    times = [start - 5, start + 1, start + 9, start + 15]           # the first and last outside the step
+    series = {"pcp": {"t": times, "host_cpu_cores": [0.4, 1.7, 1.9, 2.0], "proc_t": times,
+                      "proc_cpu_cores_by_role": {"service": [0.1, 0.6, 0.8, 1.5], "httpd": [0.0, 0.2, 0.2, 0.9]}}}
+    state = step_state.at_capacity(found, series)
+    assert state is not None and state["rate_rps"] == found["capacity_rps"] == 200
+    assert (state["from_s"], state["to_s"]) == (start, pytest.approx(start + found["step_s"]))
+    assert state["answered_rps"] == met["answered_rps"] and state["refined"] is False
+    assert state["cpu_cores_mean_by_role"] == {"service": 0.7, "httpd": 0.2} and state["host_cpu_cores_mean"] == 1.8
+    assert step_state.at_capacity({**found, "capacity_rps": None}, series) is None
+
+
 def test_a_step_the_load_generator_did_not_deliver_can_miss_the_slo_but_not_meet_it(tmp_path):
     # Step 3 should bring 3,000 requests in 10 s; they arrive over 20 s (JMeter fell behind on a shared host):
     # meeting the SLO at two thirds of the rate says nothing of the rate, so it is not judged; step 4 missed.

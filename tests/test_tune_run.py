@@ -176,6 +176,13 @@ def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_a
             "machines": {"default": {"mean": 400.0, "low": 380.0, "high": 420.0, "trials": 2},
                          "tuned": {"mean": tuned, "low": tuned - 40, "high": tuned + 40, "trials": 2}},
             "ratio": tuned / 400, "low": tuned / 400 - 0.2, "high": tuned / 400 + 0.2}})
+        # what bound the best at its knee in each trial: the host's CPUs (with the most they serve at its cost
+        # per request), then Tomcat's threads
+        for number, stage, ceiling in ((1, "the host's CPUs", 1633), (2, "Tomcat's threads", 1500)):
+            if name == "found":
+                RunFolder.write_json(folder.trial(number).summary_json, {"machines": {"tuned": {"capacity": {
+                    "at_knee": {"queued": {"stage": stage}},
+                    "at_capacity": {"cpu_per_request": {"host_ceiling_rps": ceiling}}}}}})
         RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
         folder.write_text(folder.report_html, "<html></html>")
         return {"how": "completed"}
@@ -215,6 +222,12 @@ def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_a
     assert ("the best configuration served 800 req/s [760, 840] against the default machine's 400 req/s [380, 420], "
             "2.00x [1.80, 2.20]; the tuned machine's own knobs (the 2018 tuning) 420 req/s [380, 460] against 400 "
             "req/s [380, 420], 1.05x [0.85, 1.25]") in sentence
+    # the ceiling: only a knee the host's CPUs bound gives one (Tomcat's threads' 1,500 is not the host's)
+    assert sentence.endswith(". What bound the best configuration at its knees: the host's CPUs at 1 of 2; Tomcat's "
+                             "threads at 1 of 2; at its CPU cost per request at its capacity the host's CPUs serve at most about 1,633 "
+                             "req/s of it and its load together, 4.08x the default machine's 400: no pool passes that "
+                             "on this host")
+    assert record["validation"]["bound"]["stages"] == {"the host's CPUs": 1, "Tomcat's threads": 1}
     html = (root / "report" / "index.html").read_text()
     assert '<section id="validation">' in html and 'href="../validation/found/report/index.html"' in html
     assert 'href="../validation/own/report/index.html"' in html and "2.00x [1.80, 2.20]" in html

@@ -32,6 +32,7 @@ def machine_figures(folder: RunFolder, machine: str, samples: Samples | None, t0
     entry["events"] = events = _events(folder, machine, t0, missing)
     if entry.get("capacity"):
         entry["capacity"]["at_knee"] = step_state.at_knee(entry["capacity"], series, events)
+        entry["capacity"]["at_capacity"] = step_state.at_capacity(entry["capacity"], series)
         step_state.why_not_recovered(entry["capacity"], series)
     entry["memory"] = memory.figures(resources, events, backend)
     entry["cpu"] = _cpu(resources, backend)

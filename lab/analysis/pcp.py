@@ -130,11 +130,11 @@ def _summed_by_role(columns: Iterable[tuple[str, list]], own: dict[str, str]) ->
     return {role: _sum_rows(parts) for role, parts in sorted(rows.items())}
 
 
-def _cpu_by_role(pcolumns: dict, own: dict[str, str], in_window, family: str) -> dict[str, float | None]:
-    """Mean CPU cores over the window of the machine's processes, by role (service, httpd, backend)."""
+def _cpu_by_role(pcolumns: dict, own: dict[str, str], family: str) -> dict[str, list[float | None]]:
+    """The CPU cores of the machine's processes at each time, by role (service, httpd, backend, pcp)."""
     cpu = [pair for metric in (f"{family}.psinfo.utime", f"{family}.psinfo.stime")
            for pair in _columns_of(pcolumns, metric).items()]
-    return {role: _mean(in_window(summed)) for role, summed in _summed_by_role(cpu, own).items()}
+    return _summed_by_role(cpu, own)
 
 
 def _peak_by_role(columns: dict[str, list], own: dict[str, str]) -> dict[str, float | None]:
@@ -319,7 +319,10 @@ def _process_figures(reading: _Reading, family: str, own: dict[str, str], ptimes
         entry["processes"] += 1
         entry["rss_max_bytes"] = max(entry["rss_max_bytes"], max(_finite(values), default=0.0))
     result["own_by_command"] = by_command
-    result["cpu_cores_mean_by_role"] = _cpu_by_role(pcolumns, own, in_window, family)
+    # by role at each time too: what a capacity step's requests cost each (lab/analysis/step_state.py)
+    pcp["proc_cpu_cores_by_role"] = _cpu_by_role(pcolumns, own, family)
+    result["cpu_cores_mean_by_role"] = {role: _mean(in_window(summed))
+                                        for role, summed in pcp["proc_cpu_cores_by_role"].items()}
 
 
 # The service's Prometheus metrics (openmetrics agent) and HTTPD's mod_status (apache agent).

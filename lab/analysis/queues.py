@@ -19,6 +19,7 @@ from lab.analysis.verdict import HOST_IDLE_MIN_PCT
 from lab.budget import httpd_workers, tomcat_threads  # the same knobs the memory budget reads
 
 FULL = 0.95                     # a pool whose peak reached this share of its size was full (PCP samples each second)
+HOST_CPUS = "the host's CPUs"                               # the stage named when the host's CPUs bound the knee
 BACKEND_POOL_KNOB = "camel_app_http_client_per_route"      # the knob the verdict names for the backend pool
 POOL_PER_ROUTE_DEFAULT = 20     # camel-http's connections per route when camel_app_http_client_per_route is unset
 BASIS = (f"at the knee step: the host's CPUs when they were idle under {HOST_IDLE_MIN_PCT:g}% over it (a host shared "
@@ -74,7 +75,7 @@ def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
     else:                                                           # PCP: user and sys of the machine's host
         host, jmeter = peak("host_cpu_cores_mean"), "JMeter's not known here"
     if host is not None and cpus and host >= (1 - HOST_IDLE_MIN_PCT / 100) * cpus:
-        stage, deepest = "the host's CPUs", None
+        stage, deepest = HOST_CPUS, None
         sentence = (f"the host's {cpus:g} CPUs were busy: {host:.2f} cores on average over the step, this machine's "
                     f"processes {own_mean}, {jmeter} (on a shared host, with anything else running there); every "
                     f"stage ran slower behind them ({figures})")

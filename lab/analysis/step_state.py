@@ -1,8 +1,10 @@
 """What PCP, the GC log and the machine's events saw of it over one capacity step (times from the run's start, as
-lab/analysis/capacity.py gives its steps): at its knee, where its requests queued and what died (at_knee); at a knee's
+lab/analysis/capacity.py gives its steps): at its knee, where its requests queued and what died (at_knee); at the
+step that gave its capacity, the CPU it spent (at_capacity); at a knee's
 recheck that missed a rate the coarse steps met, what differed from the step that met it (why_not_recovered).
 
     at_knee(found, series, events) -> dict | None
+    at_capacity(found, series) -> dict | None         # the step that gave the capacity, its CPU by role
     why_not_recovered(found, series) -> None          # found["refined"]: its note, cause and seen
 """
 from __future__ import annotations
@@ -79,6 +81,25 @@ def why_not_recovered(found: dict, series: dict) -> None:
         refined["seen"] = {"when_met": before, "again": now}
     refined["note"] = (f"at {rate} req/s, which it met before (p99 {coarse['p99_ms']:,.0f} ms), it missed (p99 "
                        f"{again['p99_ms']:,.0f} ms): {cause}; the coarse steps' capacity stands")
+
+
+def at_capacity(found: dict, series: dict) -> dict | None:
+    """The step that gave the capacity (the last one met at its rate): its time span, what it answered, and the CPU
+    each role of the machine spent over it (PCP) and the host's, from which lab/analysis/cpu_cost.py gives a request's
+    cost where the machine still kept up (at the knee, an overload's own costs swell it: JMeter's threads waiting).
+    None without a capacity."""
+    rate = found.get("capacity_rps")
+    step = next((s for s in reversed(found.get("steps") or []) if s["rate_rps"] == rate and s.get("met")), None)
+    if step is None:
+        return None
+    start = step["start_s"]
+    end = start + (found.get("step_s") or 0)
+    pcp = series.get("pcp") or {}
+    return {"rate_rps": rate, "from_s": round(start, 3), "to_s": round(end, 3), "answered_rps": step["answered_rps"],
+            "refined": bool(step.get("refined")),
+            "cpu_cores_mean_by_role": {role: _mean_in(pcp.get("proc_t"), values, start, end)
+                                       for role, values in (pcp.get("proc_cpu_cores_by_role") or {}).items()},
+            "host_cpu_cores_mean": _mean_in(pcp.get("t"), pcp.get("host_cpu_cores"), start, end)}
 
 
 def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:

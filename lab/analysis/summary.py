@@ -19,7 +19,7 @@ from typing import Any, Final, cast
 from typing_extensions import TypedDict
 
 from lab import budget, contract
-from lab.analysis import capacity, claims, inputs, limits, loadgen, memory, queues, thresholds, verdict
+from lab.analysis import capacity, claims, cpu_cost, inputs, limits, loadgen, memory, queues, thresholds, verdict
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -141,16 +141,25 @@ DEFINITIONS = {"percentile": PERCENTILE_DEFINITION,
 def _with_knobs(entry: dict, machine: str, machine_knobs: dict | None, run: dict, backend: str | None,
                 generator_cpu: list[dict], t0: float) -> None:
     """What the machine's knobs (knobs.json) add to its figures: the backend's concurrency, the memory budget, and
-    at a capacity run's knee, the host's CPUs and the first full queue with its knob."""
+    at a capacity run's knee, the host's CPUs and the first full queue with its knob; at the step that gave its
+    capacity, the host's CPUs and a request's CPU cost."""
     # How many requests the mock answers at once (0: no limit): a backend that queues the service's calls sets the
     # pace whatever its CPU (the verdict's backend-bound).
     entry["backend_max_concurrency"] = (machine_knobs or {}).get("mock_service_max_concurrency")
     entry["memory"]["budget"] = _budget(machine, machine_knobs, run, backend, entry)
-    knee = (entry.get("capacity") or {}).get("at_knee")
+    found = entry.get("capacity") or {}
+    knee = found.get("at_knee")
     if knee and isinstance(machine_knobs, dict):
         knee["host"] = _host_at(generator_cpu, run, t0, knee)
         knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")),
                                              _number((entry.get("resources") or {}).get("ncpu")))
+    kept_up = found.get("at_capacity")
+    if kept_up:
+        kept_up["host"] = _host_at(generator_cpu, run, t0, kept_up)
+        # JMeter's and the host's CPU are this machine's alone where no other machine was loaded beside it
+        alone = run.get("schedule") == "sequential" or len(run.get("machines_loaded") or []) == 1
+        kept_up["cpu_per_request"] = cpu_cost.per_request(kept_up, kept_up.get("answered_rps"), alone,
+                                                          _number((entry.get("resources") or {}).get("ncpu")))
 
 
 def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> contract.Summary:

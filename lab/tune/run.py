@@ -76,6 +76,8 @@ def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Ou
                "generator_bound_rps": found.get("generator_bound_rps") if found else None, "lower_bound": lower_bound,
                "knee_rps": found.get("knee_rps") if found else None, "queued_at": queued.get("stage"),
                "knee_knob": queued.get("knob"),
+               "cpu_per_request": (((found.get("at_capacity") if found else None) or {}).get("cpu_per_request")
+                                   or {}).get("sentence"),
                "knee_waiting": at_knee.get("pool_pending_peak") if queued.get("knob") == BACKEND_POOL_KNOB else None,
                "at_knee": queued.get("sentence"),
                "folder": str(folder.root)}
@@ -179,8 +181,10 @@ def _said(outcome: Outcome, best: Record | None) -> str:
     lead = (f"; best so far {best.capacity_rps:.0f} req/s (configuration {best.number})"
             if best is not None and best.capacity_rps is not None else "; no configuration meets the constraints yet")
     knee = outcome.figures.get("at_knee")
+    cost = outcome.figures.get("cpu_per_request")
     return found + broken + lead + (f"\n      at its knee ({outcome.figures.get('knee_rps'):.0f} req/s): {knee}"
-                                    if knee and isinstance(outcome.figures.get("knee_rps"), (int, float)) else "")
+                                    if knee and isinstance(outcome.figures.get("knee_rps"), (int, float)) else "") + \
+        (f"\n      at its capacity, CPU {cost}" if cost else "")
 
 
 def result(study: Study, tuning: Tuning, space: Space, plan: Plan, base: dict) -> dict:

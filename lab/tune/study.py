@@ -116,7 +116,9 @@ class Study:
 
     def records(self) -> list[Record]:
         found = []
-        for trial in self.study.get_trials(deepcopy=False):
+        # a configuration queued by a knee's verdict and not yet asked for is not a configuration tried
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL,
+                                                                   TrialState.RUNNING)):
             attrs = trial.user_attrs
             capacity = attrs.get("capacity_rps")
             broken = dict(attrs.get("broken") or {})

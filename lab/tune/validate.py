@@ -7,9 +7,11 @@ A run that completed is kept when a tune is resumed."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from lab import aa, contract, experiment
 from lab.ablation.folder import CAPACITY, TUNED, unusable
+from lab.analysis.queues import HOST_CPUS
 from lab.machines.protocol import Backend
 from lab.names import MACHINES
 from lab.progress import info
@@ -65,7 +67,43 @@ def outcome(tuning: Tuning) -> dict:
         runs[name] = {"folder": str(folder.root), "completed": completed(folder),
                       **{key: found.get(key) if found else None for key in ("ratio", "low", "high", "note")},
                       **{machine: _machine(summary, machine) for machine in MACHINES}}
-    return {"runs": runs, "sentence": sentence(runs)}
+    bound = what_bound(folder_of(tuning, "found"))
+    lead = sentence(runs)
+    return {"runs": runs, "bound": bound, "sentence": lead + (f". {bound['sentence']}" if bound else "")}
+
+
+def what_bound(folder: RunFolder) -> dict | None:
+    """What bound the best configuration at its knee in each trial of its validation run (the host's CPUs, a pool,
+    none), and where the host's CPUs bound it, the most they serve at its CPU cost per request where it last kept up
+    (the lowest of those trials') against the default machine's capacity in the same run: the ceiling no pool can
+    pass on this host."""
+    stages: dict[str, int] = {}
+    ceilings: list[float] = []
+    for trial in folder.trials() or [folder]:
+        summary = trial.summary()
+        machines: dict = cast(dict, summary.get("machines") or {}) if summary else {}
+        found: dict = (machines.get(TUNED) or {}).get("capacity") or {}
+        knee = found.get("at_knee") or {}
+        if not knee:
+            continue
+        stage = (knee.get("queued") or {}).get("stage") or "no pool full"
+        stages[stage] = stages.get(stage, 0) + 1
+        ceiling = ((found.get("at_capacity") or {}).get("cpu_per_request") or {}).get("host_ceiling_rps")
+        if stage == HOST_CPUS and isinstance(ceiling, (int, float)):
+            ceilings.append(float(ceiling))
+    if not stages:
+        return None
+    knees = sum(stages.values())
+    said = "; ".join(f"{stage} at {count} of {knees}" for stage, count in sorted(stages.items(), key=lambda i: -i[1]))
+    found = {"stages": stages, "host_ceiling_rps": min(ceilings) if ceilings else None,
+             "sentence": f"What bound the best configuration at its knees: {said}"}
+    default = _machine(folder.summary(), "default").get("mean")
+    if ceilings:
+        found["sentence"] += (f"; at its CPU cost per request at its capacity the host's CPUs serve at most about {min(ceilings):,.0f} "
+                              "req/s of it and its load together" + (
+                                  f", {min(ceilings) / default:.2f}x the default machine's {default:.0f}: no pool "
+                                  "passes that on this host" if isinstance(default, (int, float)) and default else ""))
+    return found
 
 
 def _machine(summary: contract.Summary | contract.RepeatedSummary | None, machine: str) -> dict:
