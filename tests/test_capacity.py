@@ -224,13 +224,28 @@ def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_cap
     # with the machines' knobs and the host's CPU counters (JMeter's host, shared): where each knee's requests queued,
     # the host's CPUs over default's knee step (20-30 s) busy 1.9 of 2 with JMeter at 0.8
     (tmp_path / "knobs.json").write_text(json.dumps({"default": {"httpd_mpm": "prefork"}, "tuned": {}}))
-    rows = ["time,host_busy_s,host_idle_s,host_cpus,loadgen_pid,loadgen_cpu_s"] + [
-        f"{T0_MS / 1000 + s},{1000 + 1.9 * s:.2f},{500 + 0.1 * s:.2f},2,4242,{0.8 * s:.2f}" for s in range(-1, 61)]
-    (tmp_path / "jmeter" / "loadgen.csv").write_text("\n".join(rows) + "\n")
-    knee = summarize(tmp_path, write=False, use_gcviewer=False)["machines"]["default"]["capacity"]["at_knee"]
+    # (the rows from 9 s on are a refinement's JMeter's, jmeter/refine/default/: read with the run's own)
+    header = "time,host_busy_s,host_idle_s,host_cpus,loadgen_pid,loadgen_cpu_s"
+    rows = {pid: [header] + [f"{T0_MS / 1000 + s},{1000 + 1.9 * s:.2f},{500 + 0.1 * s:.2f},2,{pid},{0.8 * s:.2f}"
+                             for s in seconds] for pid, seconds in ((4242, range(-1, 9)), (4343, range(9, 61)))}
+    (tmp_path / "jmeter" / "loadgen.csv").write_text("\n".join(rows[4242]) + "\n")
+    (tmp_path / "jmeter" / "refine" / "default").mkdir(parents=True)
+    (tmp_path / "jmeter" / "refine" / "default" / "loadgen.csv").write_text("\n".join(rows[4343]) + "\n")
+    found = summarize(tmp_path, write=False, use_gcviewer=False)["machines"]["default"]["capacity"]
+    knee = found["at_knee"]
     assert knee["host"]["host_busy_cores"] == pytest.approx(1.9) and knee["host"]["loadgen_cores"] == pytest.approx(0.8)
     assert knee["queued"]["stage"] == "the host's CPUs" and knee["queued"]["sizes"]["httpd_workers"] == 150
     assert "JMeter 0.80 cores" in knee["queued"]["sentence"]
+    # where it last kept up (200 req/s, one machine after the other): a request's cost of JMeter's CPU and the
+    # host's, and the most the host's 2 CPUs serve at that cost
+    kept_up = found["at_capacity"]
+    assert kept_up["rate_rps"] == 200 and kept_up["answered_rps"] == pytest.approx(200, rel=0.01)
+    cost = kept_up["cpu_per_request"]
+    assert cost["host_ms"] == pytest.approx(1000 * 1.9 / kept_up["answered_rps"], abs=0.01)
+    assert cost["jmeter_ms"] == pytest.approx(1000 * 0.8 / kept_up["answered_rps"], abs=0.01)
+    assert cost["host_ceiling_rps"] == round(2000 / cost["host_ms"]) and 200 <= cost["host_ceiling_rps"] <= 212
+    page = render(tmp_path).read_text()
+    assert f"at most about {cost['host_ceiling_rps']:,} req/s" in page
 
 
 def _ceiling_folder(root: Path, steps: list[tuple[int, int, float, int]], load: StepLoad) -> JMeterFolder:

@@ -33,7 +33,7 @@ def per_request(step: dict, answered_rps: float | None, alone: bool, cpus: float
         if host.get("host_busy_cores") is not None:             # JMeter's host, shared with the machine
             host_ms, jmeter_ms = ms(host["host_busy_cores"]), ms(host.get("loadgen_cores"))
             cpus = host.get("host_cpus") or cpus
-        else:                                                   # a host of its own: PCP's, JMeter elsewhere
+        else:                       # no JMeter row over it (a host of its own): PCP's CPU of the whole host
             host_ms = ms(step.get("host_cpu_cores_mean"))
     if not by_role and not host_ms:
         return None

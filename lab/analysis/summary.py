@@ -186,8 +186,11 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> c
     machines: dict[str, contract.MachineFigures] = {}
     series: dict = {"t0": t0, "machines": {}}
 
-    # jmeter/loadgen.csv, read once for every machine's knee (a capacity run's; the verdict reads it for the load)
-    generator_cpu = loadgen.read(folder.jmeter.loadgen) if step_load(run) is not None else []
+    # jmeter/loadgen.csv, read once for every machine's knee (a capacity run's; the verdict reads it for the load),
+    # with each machine's finer steps' (jmeter/refine/<machine>/): a capacity can be one of theirs
+    generator_cpu = sorted([row for path in [folder.jmeter.loadgen, *(folder.jmeter.refine(m).loadgen for m in names)]
+                            for row in loadgen.read(path)], key=lambda row: row["time"]) \
+        if step_load(run) is not None else []
     for machine in names:
         entry, machine_series = machine_figures(folder, machine, samples.get(machine), t0, ramp_s, backend,
                                                 status, run, use_gcviewer)
