@@ -88,12 +88,12 @@ def test_no_pool_is_blamed_when_none_was_full() -> None:
 
 # The tuned machine keeping up at 1,252 req/s (AJP, Tomcat 120 threads, pool 356, event MPM 200 workers;
 # runs/20261204-231359 trial 1, 385-405 s into its load): PCP's per-role CPU and jmeter/loadgen.csv's host and JMeter.
-MEASURED = {"cpu_cores_mean_by_role": {"service": 0.529, "httpd": 0.220, "backend": 0.177, "pcp": 0.001},
+MEASURED = {"answered_rps": 1252.0, "cpu_cores_mean_by_role": {"service": 0.529, "httpd": 0.220, "backend": 0.177, "pcp": 0.001},
             "host": {"host_busy_cores": 1.534, "host_cpus": 2, "loadgen_cores": 0.441}, "host_cpu_cores_mean": 1.6}
 
 
 def test_a_requests_cpu_is_each_roles_and_where_the_machine_was_loaded_alone_jmeters_and_the_hosts() -> None:
-    cost = cpu_cost.per_request(MEASURED, 1252.0, alone=True, cpus=2)
+    cost = cpu_cost.per_request(MEASURED, alone=True, cpus=2)
     assert cost is not None
     assert cost["ms_by_role"] == {"service": 0.423, "httpd": 0.176, "backend": 0.141, "pcp": 0.001}
     assert cost["machine_ms"] == pytest.approx(0.741) and cost["jmeter_ms"] == 0.352 and cost["host_ms"] == 1.225
@@ -102,13 +102,13 @@ def test_a_requests_cpu_is_each_roles_and_where_the_machine_was_loaded_alone_jme
                                 "backend 0.14 ms; the host's CPUs 1.23 ms in all (the kernel's share included): at "
                                 "this cost its 2 CPUs serve at most about 1,633 req/s")
     # another machine loaded beside it over the step: JMeter's and the host's CPU are not this machine's
-    shared = cpu_cost.per_request(MEASURED, 1252.0, alone=False, cpus=2)
+    shared = cpu_cost.per_request(MEASURED, alone=False, cpus=2)
     assert shared is not None and shared["host_ms"] is None and shared["jmeter_ms"] is None
     assert shared["host_ceiling_rps"] is None and shared["ms_by_role"] == cost["ms_by_role"]
     assert shared["sentence"].endswith("; JMeter's and the host's not given: another machine was loaded beside it")
     # a host of its own (JMeter elsewhere): the host's CPU from PCP, and its own CPUs
-    own = cpu_cost.per_request({**MEASURED, "host": None}, 1000.0, alone=True, cpus=4)
+    own = cpu_cost.per_request({**MEASURED, "host": None, "answered_rps": 1000.0}, alone=True, cpus=4)
     assert own is not None and own["host_ms"] == 1.6 and own["jmeter_ms"] is None and own["host_ceiling_rps"] == 2500
     # nothing answered, or nothing measured: no cost
-    assert cpu_cost.per_request(MEASURED, 0.0, alone=True, cpus=2) is None
-    assert cpu_cost.per_request({}, 900.0, alone=False, cpus=2) is None
+    assert cpu_cost.per_request({**MEASURED, "answered_rps": 0.0}, alone=True, cpus=2) is None
+    assert cpu_cost.per_request({"answered_rps": 900.0}, alone=False, cpus=2) is None

@@ -2,23 +2,25 @@
 knee, an overload's own costs swell it, JMeter's waiting threads above all): each of the machine's roles' mean CPU
 over the step (PCP's per-process user and system time) divided by the requests it answered a second there; and
 where nothing else was loaded beside it over the step (it was loaded alone, or one machine after the other), JMeter's
-CPU and the whole host's too (jmeter/loadgen.csv, or PCP's host CPU where the machine had a host of its own). Read beside a knee at
-the host's CPUs: those CPUs divided by the host's cost of a request are the most it could serve of this machine and
-its load together, whatever the pools; the roles' shares say where cutting CPU would pay.
+CPU and the whole host's too (jmeter/loadgen.csv, or PCP's host CPU where the machine had a host of its own). Read
+beside a knee at the host's CPUs: those CPUs divided by the host's cost of a request are the most it could serve of
+this machine and its load together, whatever the pools; the roles' shares say where cutting CPU would pay.
 
-    per_request(step, answered_rps, alone, cpus) -> dict | None
+    per_request(step, alone, cpus) -> dict | None
 """
 from __future__ import annotations
 
 ROLES = {"service": "the JVM", "httpd": "HTTPD", "backend": "the mock backend", "pcp": "PCP", "other": "other"}
-BASIS = ("the step that gave the capacity: each role's processes' mean CPU cores (PCP, hotproc.psinfo.utime and stime), JMeter's and "
-         "the host's (jmeter/loadgen.csv: /proc/stat and JMeter's /proc/<pid>/stat; PCP's kernel.all.cpu on a host "
+BASIS = ("the step that gave the capacity: each role's processes' mean CPU cores (PCP, hotproc.psinfo.utime and "
+         "stime), JMeter's and the host's (jmeter/loadgen.csv: /proc/stat and JMeter's /proc/<pid>/stat; PCP's kernel.all.cpu on a host "
          "of the machine's own), each divided by the requests the machine answered a second over the step")
 
 
-def per_request(step: dict, answered_rps: float | None, alone: bool, cpus: float | None) -> dict | None:
-    """CPU milliseconds per answered request over a step (its figures, as step_state.at_capacity gives them): by role, the machine's in all, and JMeter's and the host's
-    where alone (else None: another machine's load shared them); None without requests answered."""
+def per_request(step: dict, alone: bool, cpus: float | None) -> dict | None:
+    """CPU milliseconds per request a step answered (its figures, as step_state.at_capacity gives them, with the host's
+    over it): by role, the machine's in all, and JMeter's and the host's where alone (else None: another machine's
+    load shared them); None without requests answered."""
+    answered_rps = step.get("answered_rps")
     if not isinstance(answered_rps, (int, float)) or answered_rps <= 0:
         return None
 
@@ -38,8 +40,8 @@ def per_request(step: dict, answered_rps: float | None, alone: bool, cpus: float
     if not by_role and not host_ms:
         return None
     ceiling = round(1000.0 * cpus / host_ms) if host_ms and cpus else None
-    parts = sorted([*((ROLES.get(r, r), v) for r, v in by_role.items()), *([("JMeter", jmeter_ms)] if jmeter_ms else [])],
-                   key=lambda part: -part[1])
+    parts = sorted([*((ROLES.get(r, r), v) for r, v in by_role.items()),
+                    *([("JMeter", jmeter_ms)] if jmeter_ms else [])], key=lambda part: -part[1])
     sentence = "per request answered: " + ", ".join(f"{name} {value:.2f} ms" for name, value in parts if value >= 0.005)
     if host_ms:
         sentence += (f"; the host's CPUs {host_ms:.2f} ms in all (the kernel's share included)"

@@ -148,18 +148,17 @@ def _with_knobs(entry: dict, machine: str, machine_knobs: dict | None, run: dict
     entry["backend_max_concurrency"] = (machine_knobs or {}).get("mock_service_max_concurrency")
     entry["memory"]["budget"] = _budget(machine, machine_knobs, run, backend, entry)
     found = entry.get("capacity") or {}
+    cpus = _number((entry.get("resources") or {}).get("ncpu"))
     knee = found.get("at_knee")
     if knee and isinstance(machine_knobs, dict):
         knee["host"] = _host_at(generator_cpu, run, t0, knee)
-        knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")),
-                                             _number((entry.get("resources") or {}).get("ncpu")))
+        knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")), cpus)
     kept_up = found.get("at_capacity")
     if kept_up:
         kept_up["host"] = _host_at(generator_cpu, run, t0, kept_up)
         # JMeter's and the host's CPU are this machine's alone where no other machine was loaded beside it
         alone = run.get("schedule") == "sequential" or len(run.get("machines_loaded") or []) == 1
-        kept_up["cpu_per_request"] = cpu_cost.per_request(kept_up, kept_up.get("answered_rps"), alone,
-                                                          _number((entry.get("resources") or {}).get("ncpu")))
+        kept_up["cpu_per_request"] = cpu_cost.per_request(kept_up, alone, cpus)
 
 
 def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> contract.Summary:

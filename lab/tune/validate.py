@@ -7,10 +7,9 @@ A run that completed is kept when a tune is resumed."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 from lab import aa, contract, experiment
-from lab.ablation.folder import CAPACITY, TUNED, unusable
+from lab.ablation.folder import CAPACITY, TUNED, machine_figures, unusable
 from lab.analysis.queues import HOST_CPUS
 from lab.machines.protocol import Backend
 from lab.names import MACHINES
@@ -80,30 +79,28 @@ def what_bound(folder: RunFolder) -> dict | None:
     stages: dict[str, int] = {}
     ceilings: list[float] = []
     for trial in folder.trials() or [folder]:
-        summary = trial.summary()
-        machines: dict = cast(dict, summary.get("machines") or {}) if summary else {}
-        found: dict = (machines.get(TUNED) or {}).get("capacity") or {}
-        knee = found.get("at_knee") or {}
+        measured = machine_figures(trial, TUNED)
+        capacity: dict = dict((measured.get("capacity") if measured else None) or {})
+        knee = capacity.get("at_knee") or {}
         if not knee:
             continue
         stage = (knee.get("queued") or {}).get("stage") or "no pool full"
         stages[stage] = stages.get(stage, 0) + 1
-        ceiling = ((found.get("at_capacity") or {}).get("cpu_per_request") or {}).get("host_ceiling_rps")
+        ceiling = ((capacity.get("at_capacity") or {}).get("cpu_per_request") or {}).get("host_ceiling_rps")
         if stage == HOST_CPUS and isinstance(ceiling, (int, float)):
             ceilings.append(float(ceiling))
     if not stages:
         return None
     knees = sum(stages.values())
     said = "; ".join(f"{stage} at {count} of {knees}" for stage, count in sorted(stages.items(), key=lambda i: -i[1]))
-    found = {"stages": stages, "host_ceiling_rps": min(ceilings) if ceilings else None,
-             "sentence": f"What bound the best configuration at its knees: {said}"}
+    said = f"What bound the best configuration at its knees: {said}"
     default = _machine(folder.summary(), "default").get("mean")
     if ceilings:
-        found["sentence"] += (f"; at its CPU cost per request at its capacity the host's CPUs serve at most about {min(ceilings):,.0f} "
-                              "req/s of it and its load together" + (
-                                  f", {min(ceilings) / default:.2f}x the default machine's {default:.0f}: no pool "
-                                  "passes that on this host" if isinstance(default, (int, float)) and default else ""))
-    return found
+        said += (f"; at its CPU cost per request at its capacity the host's CPUs serve at most about "
+                 f"{min(ceilings):,.0f} req/s of it and its load together" + (
+                     f", {min(ceilings) / default:.2f}x the default machine's {default:.0f}: no pool passes that on "
+                     "this host" if isinstance(default, (int, float)) and default else ""))
+    return {"stages": stages, "host_ceiling_rps": min(ceilings) if ceilings else None, "sentence": said}
 
 
 def _machine(summary: contract.Summary | contract.RepeatedSummary | None, machine: str) -> dict:
