@@ -12,6 +12,7 @@ from typing import cast
 
 from lab import aa, evidence, generator, interrupts, knee, knobs, load, placement, profiles, provenance, status
 from lab import limits as lab_limits
+from lab.analysis import host_pause
 from lab.conclusion import conclude, make_report
 from lab.contract import RUN_SCHEMA, Ended, Profile, RunRecord
 from lab.errors import LabError, StepFailed
@@ -66,6 +67,9 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
                 else "name its hosts there: ansible/inventories/ssh/hosts.example.yml shows how")
         raise StepFailed(f"--load-from loadgen: the {backend.name} backend has no remote JMeter engines: its inventory "
                          f"({backend.inventory}) has no loadgen group ({hint})")
+    # a repeated capacity run replaces each trial whose knee the host stood still in, as many as it planned
+    chosen = _Trials(unusable=host_pause.trial_not_counted, extra=repeat) \
+        if isinstance(profile, load.StepLoad) and repeat > 1 else _Trials()
     if host is not None:
         aa.refuse_if_pending(host, a_a)
     if a_a:
@@ -74,8 +78,8 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
         # The report before the restore: a restore that fails still leaves the run summarised.
         with interrupts.sigterm_as_interrupt(), aa.tuned_as_default(backend, host) as aa_mode:
             return _finish(*_experiment(backend, profile, schedule, repeat,
-                                        {**aa_mode, "thresholds": limits or {}, **asked}))
-    return _finish(*_experiment(backend, profile, schedule, repeat, mode))
+                                        {**aa_mode, "thresholds": limits or {}, **asked}, chosen=chosen))
+    return _finish(*_experiment(backend, profile, schedule, repeat, mode, chosen=chosen))
 
 
 def check_machines(backend: Backend) -> dict:
@@ -111,7 +115,7 @@ class _Trials:
     extra: int = 0                                                      # at most this many trials replace those
 
     def plan(self, repeat: int) -> str:
-        return f"{repeat}" + (f" (up to {repeat + self.extra} if some give no figure)" if self.extra else "")
+        return f"{repeat}" + (f" (up to {repeat + self.extra} if some are not counted)" if self.extra else "")
 
 
 def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, repeat: int,
@@ -119,7 +123,7 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
                 ) -> tuple[RunFolder, _Measured]:
     """The run up to its report: the placement, the machines checked, then one trial or several (into
     folder, else a new one in runs/)."""
-    where = placed_on(backend)
+    where = placement.placed_on(backend)
     placed = {**where.as_json(), "schedule_from": "--schedule" if schedule else "the placement"}
     schedule = schedule or where.schedule
     info(f"placement: {where.note}" + ("" if placed["schedule_from"] == "--schedule" or where.dedicated
@@ -173,14 +177,6 @@ def _experiment(backend: Backend, profile: load.Profile, schedule: str | None, r
             with interrupts.deferred():
                 _write_repeated_run_json(setup, folder, measured, repeat, trials, chosen.machines)
         return folder, measured
-
-
-def placed_on(backend: Backend) -> placement.Placement:
-    """The backend's placement, as planned only where the machines really run on their CPUs (brought up before
-    pinning, they do not)."""
-    where = placement.for_backend(backend.name)
-    return placement.as_found(where, {name: backend.pinned_cpus(name) for name in MACHINES}) if where.dedicated \
-        else where
 
 
 @dataclass(frozen=True)

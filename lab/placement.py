@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from lab.names import MACHINES
 
@@ -101,6 +102,20 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
             raise ValueError(f"not a cpulist: {text!r} (bad part {part!r})")
         cpus.update(range(low, high + 1))
     return tuple(sorted(cpus))
+
+
+class Pinned(Protocol):
+    """What placed_on asks of a backend (lab/machines/protocol.py's Backend has it)."""
+    name: str
+
+    def pinned_cpus(self, name: str) -> str | None: ...
+
+
+def placed_on(backend: Pinned) -> Placement:
+    """The backend's placement, as planned only where the machines really run on their CPUs (brought up before
+    pinning, they do not)."""
+    where = for_backend(backend.name)
+    return as_found(where, {name: backend.pinned_cpus(name) for name in MACHINES}) if where.dedicated else where
 
 
 def for_backend(backend: str, cpus: Sequence[int] | None = None) -> Placement:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab import cli, options
+from lab.ablation import folder as ablation_folder
 from lab.analysis import capacity, step_state
 from lab.analysis.jmeter import error_class, read_results
 from lab.analysis.summary import summarize
@@ -21,7 +22,7 @@ from lab.load.openmodel import IDLE_SCHEDULE, Slo, StepLoad, StepWatch
 from lab.load.openplan import open_plan
 from lab.load.run import CSV_COLUMNS
 from lab.report import render
-from lab.runfolder import JMeterFolder
+from lab.runfolder import JMeterFolder, RunFolder
 from lab.tune import options as tune_options
 
 pytestmark = pytest.mark.fast
@@ -246,6 +247,41 @@ def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_cap
     assert cost["host_ceiling_rps"] == round(2000 / cost["host_ms"]) and 200 <= cost["host_ceiling_rps"] <= 212
     page = render(tmp_path).read_text()
     assert f"at most about {cost['host_ceiling_rps']:,} req/s" in page
+
+
+def test_a_knee_step_the_host_stood_still_in_is_not_valid_and_gives_no_figure(tmp_path):
+    """runs/20261205-014008 trial 1: the host still 1.0 s in the tuned machine's knee step; its miss measured the
+    host. Here tuned's knee is its 400 req/s step (30-40 s), default's its 300 (20-30 s); the host stands still
+    1.2 s at 34 s."""
+    for machine in ("default", "tuned"):
+        (tmp_path / "jmeter" / machine).mkdir(parents=True)
+    _write_results(tmp_path / "jmeter" / "default" / "results.csv",
+                   [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 400, 0, 2500), (4000, 900, 0, 4000)])
+    _write_results(tmp_path / "jmeter" / "tuned" / "results.csv",
+                   [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 60), (4000, 900, 0, 4000),
+                    (5000, 900, 0, 4000)])
+    profile = {"model": "open", **{k: getattr(STEPS, k) for k in ("start_rps", "step_rps", "step_s", "max_rps",
+                                                                   "connect_timeout_ms", "response_timeout_ms",
+                                                                   "keep_alive", "stop_after_misses", "warmup_s")},
+               "slo": {"p99_ms": 1000, "error_pct": 0.1}}
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "backend": "local", "schedule": "sequential",
+                                                   "profile": profile, "started_at": T0_MS / 1000 - 1,
+                                                   "ended_at": T0_MS / 1000 + 60}))
+    # the wall clock runs on 1.2 s after the sample at 34 s while the host's CPU counters do not
+    rows = ["time,host_busy_s,host_idle_s,host_cpus,loadgen_pid,loadgen_cpu_s"] + [
+        f"{T0_MS / 1000 + s + (1.2 if s > 34 else 0)},{1000 + 1.9 * s:.2f},{500 + 0.1 * s:.2f},2,4242,{0.8 * s:.2f}"
+        for s in range(-1, 61)]
+    (tmp_path / "jmeter" / "loadgen.csv").write_text("\n".join(rows) + "\n")
+    machines = summarize(tmp_path, use_gcviewer=False)["machines"]
+    paused = machines["tuned"]["capacity"]["at_knee"]["host_paused"]
+    assert paused["seconds"] == pytest.approx(1.2, abs=0.01) and paused["at_s"] == [35.0]    # from the run's start
+    assert machines["default"]["capacity"]["at_knee"]["host_paused"] is None   # its knee step ended before
+    assert machines["tuned"]["capacity"]["capacity_rps"] == 300                 # as found: said not valid, not hidden
+    value, why = ablation_folder.figure(RunFolder(tmp_path), ablation_folder.CAPACITY, "tuned")
+    assert value is None and why is not None and "stood still 1.2 s in the tuned machine's knee step" in why
+    assert ablation_folder.figure(RunFolder(tmp_path), ablation_folder.CAPACITY, "default") == (200.0, None)
+    page = render(tmp_path).read_text()
+    assert "<strong>Not valid: the host stood still 1.2 s at 0:35" in page
 
 
 def _ceiling_folder(root: Path, steps: list[tuple[int, int, float, int]], load: StepLoad) -> JMeterFolder:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from lab import evidence, experiment, generator, load, placement, report, status
+from lab.analysis import host_pause
 from lab.errors import LabError, StepFailed
 from lab.machines import manifest
 from lab.names import MACHINES
@@ -162,6 +163,33 @@ def test_a_repeated_capacity_run_measures_the_generators_ceiling_once_and_its_la
     assert asked == [(first, None), (steps["run"] / "trials" / "2", first), (steps["run"] / "trials" / "3", first)]
 
 
+def test_a_repeated_capacity_run_replaces_a_trial_whose_knee_the_host_stood_still_in(steps, monkeypatch, capsys):
+    paused = {1: "the host stood still 1.0 s in the tuned machine's knee step (at 5:57)"}
+    monkeypatch.setattr(host_pause, "trial_not_counted", lambda trial: paused.get(int(trial.root.name)))
+    monkeypatch.setattr(generator, "measure_ceiling", lambda *args, **kwargs: None)
+    assert experiment.run(FakeBackend(), load.QUICK_STEPS, "sequential", repeat=2) == 0
+    top = _run_json(steps)
+    assert [(t["number"], t["counted"]) for t in top["trials"]] == [(1, False), (2, True), (3, True)]
+    assert top["trials"][0]["not_counted"] == paused[1] and top["uncounted_trials"] == 1
+    assert "trial 1 of 2 (up to 4 if some are not counted)" in capsys.readouterr().err
+    # a closed-model run's trials are never replaced: it has no knee
+    steps["orders"].clear()
+    assert experiment.run(FakeBackend(), load.QUICK, "sequential", repeat=2) == 0
+    assert len(steps["orders"]) == 2
+
+
+def test_a_trial_is_not_counted_when_a_machines_knee_step_held_a_pause_of_the_host(tmp_path):
+    trial = RunFolder(tmp_path / "trials" / "1")
+    trial.root.mkdir(parents=True)
+    still = {"seconds": 1.0, "at_s": [357.4], "sentence": "", "basis": ""}
+    trial.write_json(trial.summary_json, {"machines": {"default": {"capacity": {"at_knee": {"host_paused": None}}},
+                                                       "tuned": {"capacity": {"at_knee": {"host_paused": still}}}}})
+    assert host_pause.trial_not_counted(trial) == ("the host stood still 1.0 s in the tuned machine's knee step (at "
+                                              "5:57): that miss measured the host, not the machine")
+    trial.write_json(trial.summary_json, {"machines": {"tuned": {"capacity": {"at_knee": {"host_paused": None}}}}})
+    assert host_pause.trial_not_counted(trial) is None
+
+
 def test_a_measurement_of_one_machine_loads_and_records_only_it_and_replaces_trials_without_a_figure(
         steps, tmp_path, capsys, monkeypatch):
     steps["targets"] = []
@@ -186,7 +214,7 @@ def test_a_measurement_of_one_machine_loads_and_records_only_it_and_replaces_tri
     assert top["machines_loaded"] == ["tuned"] and top["repeat"] == 2
     assert json.loads(folder.trial(4).run_json.read_text())["machines_loaded"] == ["tuned"]
     err = capsys.readouterr().err
-    assert "trial 1 of 2 (up to 4 if some give no figure)" in err and f"trial 1 is not counted: {unusable[1]}" in err
+    assert "trial 1 of 2 (up to 4 if some are not counted)" in err and f"trial 1 is not counted: {unusable[1]}" in err
     # never more than repeat + extra: a machine that never settles ends the measurement, its trials kept
     steps["targets"].clear()
     experiment.measure(FakeBackend(), load.QUICK, 2, RunFolder((tmp_path / "never").resolve()),

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from conftest import REPO
 from lab import report
@@ -214,3 +215,30 @@ def test_a_machine_that_missed_the_slo_from_the_first_step_is_said_not_averaged(
         "500 req/s (one trial: no interval; 2 missed the SLO from the first step, left out)"
     assert _capacity_interval({"mean": None, "below_first_step": 3}) == \
         "none measured (3 missed the SLO from the first step, left out)"
+
+
+def test_a_trial_the_run_did_not_count_is_listed_with_why_and_left_out_of_every_figure(tmp_path: Path) -> None:
+    """runs/20261205-014008: the host stood still in trial 1's tuned knee; a repeated capacity run replaces such a
+    trial (lab/experiment.py) and its summary must not average it in."""
+    folder = RunFolder(tmp_path / "run")
+    found = [({"capacity_rps": 825, "found": True}, {"capacity_rps": 975, "found": True}),
+             ({"capacity_rps": 825, "found": True}, {"capacity_rps": 1700, "found": True}),
+             ({"capacity_rps": 850, "found": True}, {"capacity_rps": 1800, "found": True})]
+    for number, (default, tuned) in enumerate(found, 1):
+        trial = folder.trial(number)
+        trial.root.mkdir(parents=True)
+        trial.write_json(trial.run_json, {"run_id": str(number)})
+        trial.write_json(trial.summary_json, _capacity_trial(default, tuned))
+    why = "the host stood still 1.0 s in the tuned machine's knee step (at 5:57): that miss measured the host"
+    folder.write_json(folder.run_json, {"run_id": "repeated", "repeat": 2, "profile": {"model": "open"},
+                                        "trials": [{"number": 1, "counted": False, "not_counted": why},
+                                                   {"number": 2, "counted": True}, {"number": 3, "counted": True}]})
+    summary = repeated.summarize(folder.root)
+    assert [(t["number"], t["counted"]) for t in summary["trials"]] == [(1, False), (2, True), (3, True)]
+    assert summary["trials"][0]["not_counted"] == why
+    tuned = summary["capacity"]["machines"]["tuned"]
+    assert tuned["mean"] == 1750 and tuned["trials"] == 2
+    assert [t["capacity_rps"] for t in tuned["per_trial"]] == [1700, 1800]
+    assert summary["capacity"]["ratio"] == pytest.approx(3500 / 1675, abs=1e-6)
+    page = report.render(folder.root).read_text()
+    assert f"<strong>not counted</strong>: {escape(why)}" in page

@@ -164,7 +164,7 @@ def test_the_best_is_validated_against_the_default_machine_and_the_2018_tuning_a
     def measure(backend, profile, repeat, folder: RunFolder, mode, machines, unusable, extra, schedule=None):
         if mode["mode"] != "tune-validation":
             return searched(backend, profile, repeat, folder, mode, machines, unusable, extra, schedule)
-        assert machines == ("default", "tuned") and repeat == 2 and extra == 0 and schedule == "parallel"
+        assert machines == ("default", "tuned") and repeat == 2 and extra == 2 and schedule == "parallel"
         name = mode["validation"]
         validated.append((name, lab.given[-1]))
         if cut.get(name):

@@ -7,7 +7,7 @@ import hashlib
 import sys
 from dataclasses import dataclass, replace
 
-from lab import experiment, load, options, runfolder, scripted
+from lab import experiment, load, options, placement, runfolder, scripted
 from lab.ablation import groups as knob_groups
 from lab.ablation.folder import MEASURES, Ablation
 from lab.ablation.groups import Group
@@ -86,7 +86,7 @@ def run(backend: Backend, host: HostLab, prepared: Prepared) -> int:
         info(f"{ablation.root} is a finished ablation: analysed again from its trials, its report written again")
         result = reanalyse(ablation, plan, every)
     else:
-        where = experiment.placed_on(backend)
+        where = placement.placed_on(backend)
         if prepared.resume is None:
             plan = replace(plan, schedule=plan.schedule or (AT_ONCE if where.dedicated else "sequential"))
         for line in describe(plan, groups):

@@ -19,6 +19,8 @@ import yaml
 from lab import contract
 from lab.ablation import groups as knob_groups
 from lab.ablation.groups import Group
+from lab.analysis import host_pause
+from lab.analysis.repeated import counted_trials
 from lab.errors import StepFailed
 from lab.progress import info
 from lab.runfolder import RecordFolder, RunFolder
@@ -145,15 +147,6 @@ class Ablation(RecordFolder):
         return path
 
 
-def counted_trials(folder: RunFolder) -> list[RunFolder]:
-    """A run folder's trials but those its run did not count: a trial in which one machine gave no figure was
-    replaced, and the other machine's figure in it goes too, so that both configurations of a pair rest on the
-    same trials (and a configuration is not read before its partner is measured)."""
-    run = folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None
-    dropped = {str(t.get("number")) for t in (run or {}).get("trials") or [] if t.get("counted") is False}
-    return [trial for trial in folder.trials() if trial.root.name not in dropped]
-
-
 def machine_figures(trial: RunFolder, machine: str) -> contract.MachineFigures | None:
     """A machine's figures in a summarised trial (None before its summary, or when it did not load that machine)."""
     summary = trial.run_summary()
@@ -187,7 +180,8 @@ def figure(trial: RunFolder, measure: Measure = THROUGHPUT, machine: str = TUNED
 def _capacity(trial: RunFolder, machine: str) -> tuple[float | None, str | None]:
     """A machine's capacity in a trial. One that missed the SLO from its first step has 0: the configuration
     could not meet it at the lowest rate. A capacity that is only a lower bound (the load generator fell behind, or
-    the SLO was met up to the highest step) is no figure."""
+    the SLO was met up to the highest step) is no figure, and so is one whose knee step the host paused in
+    (lab/analysis/host_pause.py): that miss measured the host."""
     measured = machine_figures(trial, machine)
     found = measured.get("capacity") if measured else None
     if not _samples(measured):
@@ -199,6 +193,8 @@ def _capacity(trial: RunFolder, machine: str) -> tuple[float | None, str | None]
         return None, (f"the {machine} machine met the SLO up to the highest step: its capacity lies beyond it (a "
                       "higher max_rps)" if found and found.get("reached_max")
                       else f"the {machine} machine's steps were not judged against the SLO")
+    if why := host_pause.why_not_counted(machine, found):
+        return None, why
     return float(found.get("capacity_rps") or 0), None
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lab.ablation.analysis import Config, wanted
-from lab.ablation.folder import Ablation, config_from_key, counted_trials, key
+from lab.ablation.folder import Ablation, config_from_key, key
 from lab.ablation.groups import Group
+from lab.analysis.repeated import counted_trials
 from lab.runfolder import RunFolder
 
 # load(folder, the configuration on each machine, trials): each machine given its configuration, then both loaded at

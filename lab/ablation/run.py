@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from lab import aa, experiment, interrupts, load, options, runfolder
+from lab import aa, experiment, interrupts, load, options, placement, runfolder
 from lab.ablation import analysis
 from lab.ablation import groups as knob_groups
 from lab.ablation.folder import CAPACITY, THROUGHPUT, TUNED, UNIT, Ablation, Measure, costs, key, unusable
@@ -132,7 +132,7 @@ def ablate(backend: Backend, host: HostLab, ablation: Ablation, plan: Plan, ever
             return {machine: carrying[machine][1] for machine in on}
 
         # two at once where the machines share CPUs only because the plan says so (run.json says it was asked for)
-        asked = None if experiment.placed_on(backend).dedicated else AT_ONCE
+        asked = None if placement.placed_on(backend).dedicated else AT_ONCE
 
         def loaded(folder: RunFolder, on: dict[str, frozenset[str]], trials: int) -> None:
             runfolder.check_free_space(load.run_folder_bytes(plan.profile) * trials, ablation.root.parent)

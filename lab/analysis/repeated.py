@@ -26,13 +26,28 @@ def is_repeated(run_dir: Path) -> bool:
     return bool(RunFolder(Path(run_dir)).trials())
 
 
+def not_counted(folder: RunFolder) -> dict[str, str]:
+    """The trials (by number) a repeated run did not count, each with why: a trial that gave a machine no figure (an
+    ablation's, a validation's) or whose knee the host stood still in (lab/analysis/host_pause.py) was replaced."""
+    run = folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None
+    trials = (run or {}).get("trials")
+    return {str(t.get("number")): str(t.get("not_counted") or "not counted")
+            for t in (trials if isinstance(trials, list) else []) if isinstance(t, dict) and t.get("counted") is False}
+
+
+def counted_trials(folder: RunFolder) -> list[RunFolder]:
+    """A run folder's trials but those its run did not count."""
+    dropped = not_counted(folder)
+    return [trial for trial in folder.trials() if trial.root.name not in dropped]
+
+
 def summarize(run_dir: Path, write: bool = True) -> contract.RepeatedSummary:
     """The trials' figures and their comparison (also written to run_dir/summary.json). Built key by key: its shape
     is held to the type by tests/test_contract.py."""
     folder = RunFolder(Path(run_dir))
     problems: list[str] = []
     run = folder.read_json(folder.run_json, problems, "run") or {}
-    trials = []
+    trials, left_out = [], not_counted(folder)
     for trial in folder.trials():
         figures = trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None
         if figures is None and trial.run_json.is_file():
@@ -41,13 +56,18 @@ def summarize(run_dir: Path, write: bool = True) -> contract.RepeatedSummary:
             problems.append(f"trial {trial.root.name}: no summary (the trial did not get to load)")
             continue
         trials.append((trial, figures))
+    rows = [{**_trial_row(trial, figures, folder), **({"counted": False, "not_counted": left_out[trial.root.name]}
+                                                      if trial.root.name in left_out else {"counted": True})}
+            for trial, figures in trials]
+    # a trial the run did not count (the host paused in a knee, say) is listed, never averaged
+    trials = [(trial, figures) for trial, figures in trials if trial.root.name not in left_out]
     result: dict = {
         "schema": single.SCHEMA, "kind": KIND, "generated_at": round(time.time(), 3), "generator": "lab/analysis",
         "run": {key: run.get(key) for key in ("run_id", "backend", "backend_note", "schedule", "profile", "placement",
                                               "started_at", "ended_at", "interrupted", "ended", "host", "versions",
                                               "repeat", "mode", "tuned_knobs", "given_knobs", "configuration", "configurations",
                                               "thresholds")},
-        "trials": [_trial_row(trial, figures, folder) for trial, figures in trials],
+        "trials": rows,
         "comparison": _comparison([figures for _, figures in trials]),
         "verdict": _verdict([(trial.root.name, figures) for trial, figures in trials], run.get("repeat")),
         "definitions": {"interval": f"95% {stats.METHOD}; the ratio is mean(tuned) / mean(default) over the trials "

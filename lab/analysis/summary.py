@@ -19,7 +19,19 @@ from typing import Any, Final, cast
 from typing_extensions import TypedDict
 
 from lab import budget, contract
-from lab.analysis import capacity, claims, cpu_cost, inputs, limits, loadgen, memory, queues, thresholds, verdict
+from lab.analysis import (
+    capacity,
+    claims,
+    cpu_cost,
+    host_pause,
+    inputs,
+    limits,
+    loadgen,
+    memory,
+    queues,
+    thresholds,
+    verdict,
+)
 from lab.analysis.jmeter import (
     ERROR_RATE_THRESHOLD,
     RUN_MARGIN_MS,
@@ -150,6 +162,11 @@ def _with_knobs(entry: dict, machine: str, machine_knobs: dict | None, run: dict
     found = entry.get("capacity") or {}
     cpus = _number((entry.get("resources") or {}).get("ncpu"))
     knee = found.get("at_knee")
+    steps = step_load(run)
+    if knee and steps is not None:
+        # a pause before the step too: a request that arrived before it can still be waiting, its timeouts long
+        knee["host_paused"] = host_pause.over(host_pause.pauses(generator_cpu), t0 + knee["from_s"] - steps.drain_s,
+                                              t0 + knee["to_s"], t0)
     if knee and isinstance(machine_knobs, dict):
         knee["host"] = _host_at(generator_cpu, run, t0, knee)
         knee["queued"] = queues.where_queued(knee, queues.sizes(machine_knobs, entry.get("observed")), cpus)

@@ -51,7 +51,10 @@ def run(backend: Backend, tuning: Tuning, plan: Plan, name: str, best_file: Path
         give({TUNED: best_file}, "the best configuration")
         mode.update(tuned_knobs=str(best_file), knobs_files={TUNED: str(best_file)})
     ended = experiment.measure(backend, plan.steps, plan.validate, folder, mode, machines=MACHINES,
-                               unusable=unusable(CAPACITY, MACHINES), extra=0, schedule=plan.schedule)
+                               unusable=unusable(CAPACITY, MACHINES),
+                               # a trial that gave no figure (the host paused in a knee, say) is replaced, as
+                               # many as planned; a single trial's is said (its layout stays a single run's)
+                               extra=plan.validate if plan.validate > 1 else 0, schedule=plan.schedule)
     if ended["how"] == "interrupted":
         raise KeyboardInterrupt
 
