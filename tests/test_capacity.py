@@ -193,7 +193,8 @@ def test_the_slo_is_configurable(tmp_path):
     assert found["capacity_rps"] == 200 and found["knee_rps"] == 300
 
 
-def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_capacity(tmp_path):
+def _capacity_folder(tmp_path: Path) -> None:
+    """A sequential capacity run's folder: default's knee at its 300 req/s step (20-30 s), tuned's at 400 (30-40 s)."""
     for machine in ("default", "tuned"):
         (tmp_path / "jmeter" / machine).mkdir(parents=True)
     _write_results(tmp_path / "jmeter" / "default" / "results.csv",
@@ -209,6 +210,10 @@ def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_cap
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "backend": "local", "schedule": "sequential",
                                                    "profile": profile, "started_at": T0_MS / 1000 - 1,
                                                    "ended_at": T0_MS / 1000 + 60}))
+
+
+def test_a_capacity_run_folder_is_summarised_and_reported_with_each_machines_capacity(tmp_path):
+    _capacity_folder(tmp_path)
     summary = summarize(tmp_path, write=False, use_gcviewer=False)
     assert summary["machines"]["default"]["capacity"]["capacity_rps"] == 200
     assert summary["machines"]["tuned"]["capacity"]["capacity_rps"] == 300
@@ -253,20 +258,7 @@ def test_a_knee_step_the_host_stood_still_in_is_not_valid_and_gives_no_figure(tm
     """runs/20261205-014008 trial 1: the host still 1.0 s in the tuned machine's knee step; its miss measured the
     host. Here tuned's knee is its 400 req/s step (30-40 s), default's its 300 (20-30 s); the host stands still
     1.2 s at 34 s."""
-    for machine in ("default", "tuned"):
-        (tmp_path / "jmeter" / machine).mkdir(parents=True)
-    _write_results(tmp_path / "jmeter" / "default" / "results.csv",
-                   [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 400, 0, 2500), (4000, 900, 0, 4000)])
-    _write_results(tmp_path / "jmeter" / "tuned" / "results.csv",
-                   [(1000, 20, 0, 40), (2000, 25, 0, 60), (3000, 40, 0, 60), (4000, 900, 0, 4000),
-                    (5000, 900, 0, 4000)])
-    profile = {"model": "open", **{k: getattr(STEPS, k) for k in ("start_rps", "step_rps", "step_s", "max_rps",
-                                                                   "connect_timeout_ms", "response_timeout_ms",
-                                                                   "keep_alive", "stop_after_misses", "warmup_s")},
-               "slo": {"p99_ms": 1000, "error_pct": 0.1}}
-    (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "backend": "local", "schedule": "sequential",
-                                                   "profile": profile, "started_at": T0_MS / 1000 - 1,
-                                                   "ended_at": T0_MS / 1000 + 60}))
+    _capacity_folder(tmp_path)
     # the wall clock runs on 1.2 s after the sample at 34 s while the host's CPU counters do not
     rows = ["time,host_busy_s,host_idle_s,host_cpus,loadgen_pid,loadgen_cpu_s"] + [
         f"{T0_MS / 1000 + s + (1.2 if s > 34 else 0)},{1000 + 1.9 * s:.2f},{500 + 0.1 * s:.2f},2,4242,{0.8 * s:.2f}"

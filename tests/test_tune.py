@@ -147,6 +147,22 @@ def test_a_configuration_set_aside_unmeasured_is_recorded_as_such_and_not_the_be
     assert CONSTRAINTS[1] == "memory_over"
 
 
+def test_a_configuration_whose_knee_the_host_stood_still_in_is_measured_again_once_and_kept_with_why(tmp_path):
+    study = Study(tmp_path, _space(), seed=3)
+    number, point = study.ask()
+    why = "the host stood still 1.0 s in the tuned machine's knee step (at 5:57): that miss measured the host"
+    assert study.measure_again(number, Outcome(975.0, {}, {}, {"host_paused": why}), why)
+    again, same = study.ask()
+    assert same == point and again == number + 1 and study.why_asked(again) == f"configuration {number} again: {why}"
+    # the repeat itself is told as it comes out, however it comes out: no third measurement
+    assert not study.measure_again(again, Outcome(950.0, {}, {}, {"host_paused": why}), why)
+    study.tell(again, Outcome(1700.0, figures={"peak_mib": 300}))
+    records = {r.number: r for r in study.records()}
+    assert records[number].state == "FAIL" and records[number].broken == {"measured_again": why}
+    assert records[number].figures == {"host_paused": why} and not records[number].feasible
+    assert records[again].state == "COMPLETE" and study.best() == records[again]
+
+
 def test_an_interrupted_configuration_is_measured_again_first_when_the_study_resumes(tmp_path):
     first = Study(tmp_path, _space(), seed=3)
     earlier = []

@@ -50,7 +50,7 @@ def made_up(knobs: dict) -> tuple[int, dict]:
 
 @pytest.fixture()
 def lab(monkeypatch, tmp_path) -> SimpleNamespace:
-    seen = SimpleNamespace(given=[], measured=[])
+    seen = SimpleNamespace(given=[], measured=[], pause_at=set())     # pause_at: the measurements the host stood still in
 
     def run_playbook(inventory, log_dir, limit=None, given=None, knobs_only=False):
         seen.given.append((limit, (given or {}).get(limit)))
@@ -63,6 +63,8 @@ def lab(monkeypatch, tmp_path) -> SimpleNamespace:
         knobs = yaml.safe_load(Path(path).read_text())
         capacity, figures = made_up(knobs)
         seen.measured.append((knobs, capacity))
+        if len(seen.measured) in seen.pause_at:
+            figures["capacity"]["at_knee"]["host_paused"] = {"seconds": 1.0, "at_s": [357.4], "sentence": "", "basis": ""}
         RunFolder.write_json(folder.summary_json, {"machines": {"tuned": {"load": {"all": {"samples": 9000}}, **figures}}})
         RunFolder.write_json(folder.run_json, {"ended": {"how": "completed"}})
         folder.write_text(folder.report_html, "<html></html>")
@@ -282,3 +284,22 @@ def test_a_tune_refuses_while_the_default_machine_carries_other_knobs_and_a_plan
     with pytest.raises(StepFailed, match=r"no plan this lab wrote \(ValueError: schedule 'sometimes' is none of "
                                          r"parallel, sequential\)"):
         command.prepare(cli._parser().parse_args(["tune", "--resume", folder.name]))
+
+
+def test_a_configuration_whose_knee_the_host_stood_still_in_is_measured_again_next_once(host, lab, capsys):
+    lab.pause_at = {1, 2}           # the first configuration's knee, and that of its measurement again (next)
+    prepared = command.prepare(cli._parser().parse_args(["tune", "--groups", "backend_client,jvm", "--trials", "3",
+                                                         "--quick", "--seed", "2"]))
+    assert command.run(ModelledBackend(), host, prepared) == 0
+    root = next(runfolder.RUNS.glob("2*"))
+    rows = {r["number"]: r for r in yaml.safe_load((root / "tune.json").read_text())["result"]["configurations"]}
+    first = min(n for n, r in rows.items() if r["measured"])
+    why = "the host stood still 1.0 s in the tuned machine's knee step (at 5:57): that miss measured the host, not the machine"
+    assert rows[first]["broken"] == {"measured_again": why} and rows[first]["capacity_rps"] is None
+    again = next(r for n, r in rows.items() if n > first and r["measured"])
+    assert again["point"] == rows[first]["point"] and lab.measured[1][0] == lab.measured[0][0]
+    err = capsys.readouterr().err
+    assert f"measured again next: {why}" in err and f"configuration {first} again: {why}" in err
+    # its measurement again stood still too: told as it came out (no figure, with why), never a third time
+    assert again["broken"] == {"no_figure": why} and lab.measured[2][0] != lab.measured[0][0]
+    assert len([r for r in rows.values() if r["measured"] and r["capacity_rps"] is not None]) == 3 - 1

@@ -16,6 +16,7 @@ import yaml
 
 from lab import aa, budget, experiment, load, runfolder
 from lab.ablation.folder import CAPACITY, TUNED, figure, machine_figures, unusable
+from lab.analysis import host_pause
 from lab.analysis.queues import BACKEND_POOL_KNOB
 from lab.analysis.text import MIB
 from lab.analysis.verdict import PAGE_INS_MAX
@@ -80,6 +81,8 @@ def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Ou
                                    or {}).get("sentence"),
                "knee_waiting": at_knee.get("pool_pending_peak") if queued.get("knob") == BACKEND_POOL_KNOB else None,
                "at_knee": queued.get("sentence"),
+               # its knee measured the host, not the configuration: measured again (Study.measure_again)
+               "host_paused": host_pause.why_not_counted(TUNED, found),
                "folder": str(folder.root)}
     return Outcome(value, broken, amounts, figures)
 
@@ -133,6 +136,9 @@ def search(backend: Backend, tuning: Tuning, plan: Plan, space: Space, base: dic
         if ended["how"] != "completed" and "no_figure" not in outcome.broken:
             outcome = Outcome(None, {**outcome.broken, "no_figure": f"the run {ended['how']}"}, outcome.amounts,
                               outcome.figures)
+        if (paused := outcome.figures.get("host_paused")) and study.measure_again(number, outcome, paused):
+            info(f"  measured again next: {paused}")
+            continue
         study.tell(number, outcome)
         info("  " + _said(outcome, study.best()))
         step = guide.next_step(chosen_space, number, point, outcome.figures, outcome.feasible)

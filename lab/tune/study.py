@@ -83,6 +83,20 @@ class Study:
             self.study.enqueue_trial(dict(trial.params), user_attrs={"requeued_from": trial.number})
         return [t.number for t in left]
 
+    def measure_again(self, number: int, outcome: Outcome, why: str) -> bool:
+        """An asked configuration whose measurement measured something else (the host stood still in its knee step):
+        kept failed with why (the sampler learns nothing from it) and its values queued again first, once; False
+        when it was itself such a repeat (then it is told as it came out)."""
+        trial = self._asked[number]
+        if "requeued_from" in trial.user_attrs:
+            return False
+        self._asked.pop(number)
+        trial.set_user_attr("broken", {"measured_again": why})
+        trial.set_user_attr("figures", outcome.figures)
+        self.study.tell(trial, state=TrialState.FAIL)
+        self.study.enqueue_trial(dict(trial.params), user_attrs={"requeued_from": number, "requeued_why": why})
+        return True
+
     def enqueue(self, point: dict[str, Value], why: str) -> bool:
         """point queued ahead of the sampler's proposals, why kept with it; False (nothing queued) if a configuration
         with these values was already tried or queued (a failed one included: it is measured again only on resume)."""
@@ -96,7 +110,7 @@ class Study:
         configuration a Ctrl-C cut short that it measures again."""
         attrs = self._asked[number].user_attrs
         if "requeued_from" in attrs:
-            return f"configuration {attrs['requeued_from']} again: it had been cut short"
+            return f"configuration {attrs['requeued_from']} again: {attrs.get('requeued_why') or 'it had been cut short'}"
         return str(attrs["enqueued"]) if attrs.get("enqueued") else None
 
     def ask(self) -> tuple[int, dict[str, Value]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from lab import aa, contract, experiment
 from lab.ablation.folder import CAPACITY, TUNED, machine_figures, unusable
 from lab.analysis.queues import HOST_CPUS
+from lab.analysis.repeated import counted_trials
 from lab.machines.protocol import Backend
 from lab.names import MACHINES
 from lab.progress import info
@@ -81,7 +82,8 @@ def what_bound(folder: RunFolder) -> dict | None:
     pass on this host."""
     stages: dict[str, int] = {}
     ceilings: list[float] = []
-    for trial in folder.trials() or [folder]:
+    # a trial not counted (the host stood still in a knee) measured the host, not the configuration
+    for trial in counted_trials(folder) or [folder]:
         measured = machine_figures(trial, TUNED)
         capacity: dict = dict((measured.get("capacity") if measured else None) or {})
         knee = capacity.get("at_knee") or {}
