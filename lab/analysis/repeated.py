@@ -36,7 +36,8 @@ def not_counted(folder: RunFolder) -> dict[str, str]:
 
 
 def counted_trials(folder: RunFolder) -> list[RunFolder]:
-    """A run folder's trials but those its run did not count."""
+    """A run folder's trials but those its run did not count. In an ablation's pair, the other machine's figure in
+    such a trial goes too, so that both configurations of a pair rest on the same trials."""
     dropped = not_counted(folder)
     return [trial for trial in folder.trials() if trial.root.name not in dropped]
 
