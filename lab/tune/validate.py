@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab import aa, contract, experiment
-from lab.ablation.folder import CAPACITY, TUNED, machine_figures, unusable
+from lab.ablation.folder import TUNED, machine_figures
+from lab.analysis import host_pause
 from lab.analysis.queues import HOST_CPUS
 from lab.analysis.repeated import counted_trials
 from lab.machines.protocol import Backend
@@ -51,10 +52,10 @@ def run(backend: Backend, tuning: Tuning, plan: Plan, name: str, best_file: Path
     if best_file is not None and give is not None:     # given as the search's configurations were
         give({TUNED: best_file}, "the best configuration")
         mode.update(tuned_knobs=str(best_file), knobs_files={TUNED: str(best_file)})
+    # a trial whose knee the host stood still in is replaced, as many as planned (a single trial's is said: its
+    # layout stays a single run's); one that gave only a lower bound counts, as a lower bound, as a capacity run's
     ended = experiment.measure(backend, plan.steps, plan.validate, folder, mode, machines=MACHINES,
-                               unusable=unusable(CAPACITY, MACHINES),
-                               # a trial that gave no figure (the host paused in a knee, say) is replaced, as
-                               # many as planned; a single trial's is said (its layout stays a single run's)
+                               unusable=host_pause.trial_not_counted,
                                extra=plan.validate if plan.validate > 1 else 0, schedule=plan.schedule)
     if ended["how"] == "interrupted":
         raise KeyboardInterrupt
