@@ -26,11 +26,11 @@ def is_repeated(run_dir: Path) -> bool:
     return bool(RunFolder(Path(run_dir)).trials())
 
 
-def not_counted(folder: RunFolder) -> dict[str, str]:
-    """The trials (by number) a repeated run did not count, each with why: a trial that gave a machine no figure (an
-    ablation's, a validation's) or whose knee the host stood still in (lab/analysis/host_pause.py) was replaced."""
-    run = folder.read_json(folder.run_json, [], "run") if folder.run_json.is_file() else None
-    trials = (run or {}).get("trials")
+def not_counted(run: dict) -> dict[str, str]:
+    """The trials (by number) a repeated run (its run.json) did not count, each with why: a trial that gave a machine
+    no figure (an ablation's, a validation's) or whose knee the host stood still in (lab/analysis/host_pause.py) was
+    replaced."""
+    trials = run.get("trials")
     return {str(t.get("number")): str(t.get("not_counted") or "not counted")
             for t in (trials if isinstance(trials, list) else []) if isinstance(t, dict) and t.get("counted") is False}
 
@@ -38,7 +38,7 @@ def not_counted(folder: RunFolder) -> dict[str, str]:
 def counted_trials(folder: RunFolder) -> list[RunFolder]:
     """A run folder's trials but those its run did not count. In an ablation's pair, the other machine's figure in
     such a trial goes too, so that both configurations of a pair rest on the same trials."""
-    dropped = not_counted(folder)
+    dropped = not_counted((folder.read_json(folder.run_json, [], "run") or {}) if folder.run_json.is_file() else {})
     return [trial for trial in folder.trials() if trial.root.name not in dropped]
 
 
@@ -48,7 +48,7 @@ def summarize(run_dir: Path, write: bool = True) -> contract.RepeatedSummary:
     folder = RunFolder(Path(run_dir))
     problems: list[str] = []
     run = folder.read_json(folder.run_json, problems, "run") or {}
-    trials, left_out = [], not_counted(folder)
+    trials, left_out = [], not_counted(run)     # run.json as read above
     for trial in folder.trials():
         figures = trial.read_json(trial.summary_json, [], "summary") if trial.summary_json.is_file() else None
         if figures is None and trial.run_json.is_file():
