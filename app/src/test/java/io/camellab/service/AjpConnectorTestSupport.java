@@ -2,9 +2,6 @@ package io.camellab.service;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.DataInputStream;
-import java.io.OutputStream;
-import java.net.Socket;
 import java.util.List;
 import java.util.Map;
 
@@ -49,15 +46,7 @@ abstract class AjpConnectorTestSupport {
     /** AJP13 CPing (0x0A) must be answered by CPong (0x09): the connector really speaks AJP. */
     @Test
     void theAjpConnectorAnswersACPing() throws Exception {
-        try (Socket socket = new Socket("127.0.0.1", ajpConnector().getLocalPort())) {
-            socket.setSoTimeout(5000);
-            OutputStream out = socket.getOutputStream();
-            out.write(new byte[] {0x12, 0x34, 0x00, 0x01, 0x0A});
-            out.flush();
-            byte[] reply = new byte[5];
-            new DataInputStream(socket.getInputStream()).readFully(reply);
-            assertThat(reply).containsExactly('A', 'B', 0x00, 0x01, 0x09);
-        }
+        assertThat(AjpProbe.cping(ajpConnector().getLocalPort())).containsExactly('A', 'B', 0x00, 0x01, 0x09);
     }
 
     @Test
