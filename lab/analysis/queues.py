@@ -1,6 +1,6 @@
 """Where a machine's requests queued at its knee (a capacity run's first step past the SLO): each pool a request
-passes, from the front to the back (HTTPD's workers, Tomcat's request threads, the service's connections to the
-backend), its size from the machine's knobs against its peak in the knee step (PCP, lab/analysis/capacity.py's
+passes, from the front to the back (HTTPD's workers, Tomcat's request threads, on the modern stack without virtual
+threads the task pool its route runs on, the service's connections to the backend), its size from the machine's knobs against its peak in the knee step (PCP, lab/analysis/capacity.py's
 at_knee). First the host's CPUs: busy over the knee step as the verdict's host-bound has it (on the local backend
 JMeter and the other machine share them), they bound it whatever pools were full, for every stage then ran slower
 and held its pool longer (a wider pool adds no CPU). Else the bound is the deepest pool that was full: requests
@@ -22,10 +22,13 @@ FULL = 0.95                     # a pool whose peak reached this share of its si
 HOST_CPUS = "the host's CPUs"                               # the stage named when the host's CPUs bound the knee
 BACKEND_POOL_KNOB = "camel_app_http_client_per_route"      # the knob the verdict names for the backend pool
 POOL_PER_ROUTE_DEFAULT = 20     # camel-http's connections per route when camel_app_http_client_per_route is unset
+ROUTE_POOL_KNOB = "camel_app_route_pool_size"     # the modern stack's: Spring's task pool platform-http runs the route on
+ROUTE_POOL_DEFAULT = 8          # Spring Boot's spring.task.execution.pool.core-size (its queue is unbounded: no more)
 BASIS = (f"at the knee step: the host's CPUs when they were idle under {HOST_IDLE_MIN_PCT:g}% over it (a host shared "
          "with JMeter: jmeter/loadgen.csv, as the verdict reads it; else PCP's kernel.all.cpu user and sys); else each pool's peak (PCP) against its size from the machine's knobs, full "
          f"at {FULL:.0%} of it or more (the backend pool: a call waiting for a connection), and the bound the deepest "
-         "full pool as a request meets them: HTTPD's workers, Tomcat's threads, the backend pool")
+         "full pool as a request meets them: HTTPD's workers, Tomcat's threads, the route's task pool (the modern stack "
+         "without virtual threads: the route's exchanges in flight against it), the backend pool")
 
 
 @dataclass(frozen=True)
@@ -34,15 +37,21 @@ class Sizes:
     httpd_workers: int
     tomcat_threads: int
     backend_pool: int
+    route_pool: int | None = None       # None: no such pool (the classic stack, or virtual threads)
 
 
 def sizes(knobs: dict, observed: dict | None) -> Sizes:
-    """The machine's pools as its knobs set them (the backend pool as the live service reports it, where it did)."""
+    """The machine's pools as its knobs set them (the backend pool and the route's as the live service reports them,
+    where it did)."""
     mpm, workers = httpd_workers(knobs)
     live = (observed or {}).get("backend_pool_per_route")
     pool = live if isinstance(live, int) and live > 0 else \
         int(knobs.get(BACKEND_POOL_KNOB) or POOL_PER_ROUTE_DEFAULT)
-    return Sizes(mpm, workers, tomcat_threads(knobs), pool)
+    route = (observed or {}).get("route_pool")
+    if not (isinstance(route, int) and route > 0):
+        on_pool = knobs.get("camel_app_stack") == "modern" and not knobs.get("camel_app_virtual_threads")
+        route = int(knobs.get(ROUTE_POOL_KNOB) or ROUTE_POOL_DEFAULT) if on_pool else None
+    return Sizes(mpm, workers, tomcat_threads(knobs), pool, route)
 
 
 def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
@@ -53,9 +62,12 @@ def where_queued(at_knee: dict, size: Sizes, cpus: float | None) -> dict:
         return float(value) if isinstance(value, (int, float)) else None
 
     httpd, tomcat, waiting = peak("httpd_busy_peak"), peak("tomcat_busy_peak"), peak("pool_pending_peak")
+    route = peak("route_inflight_peak")
     stages = [  # the deepest first
         ("the backend pool", waiting is not None and waiting > 0, BACKEND_POOL_KNOB,
          f"{waiting or 0:.0f} calls waited for one of its {size.backend_pool} backend connections"),
+        *([("the route's task pool", route is not None and route >= FULL * size.route_pool, ROUTE_POOL_KNOB,
+            f"the route {_of(route, size.route_pool)} in flight on Spring's task pool")] if size.route_pool else []),
         ("Tomcat's threads", tomcat is not None and tomcat >= FULL * size.tomcat_threads, "camel_app_tomcat_max_threads",
          f"Tomcat {_of(tomcat, size.tomcat_threads)} threads busy"),
         ("HTTPD's workers", httpd is not None and httpd >= FULL * size.httpd_workers,

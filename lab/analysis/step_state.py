@@ -27,6 +27,10 @@ def _mean_in(times: list | None, values: list | None, start: float, end: float) 
     return round(sum(found) / len(found), 3) if found else None
 
 
+# The service's REST route's instance of camel_exchanges_inflight (MockRoute's routeId).
+ROUTE = "route:mock"
+
+
 def _summed(pcp: dict, key: str) -> list | None:
     """A PCP series at each time; per instance (a connector, a pool): their sum."""
     values = pcp.get(key)
@@ -141,6 +145,8 @@ def at_knee(found: dict, series: dict, events: dict | None) -> dict | None:
             "tomcat_connections_peak": peak_of("app_t", "tomcat_connections"),
             "accept_queue_overflows": increase_of("app_t", "listen_overflows"),
             "pool_pending_peak": peak_of("app_t", "pool_pending"),
+            # the service's route in flight: on the modern stack, what its task pool runs at once
+            "route_inflight_peak": _peak(pcp.get("app_t"), (pcp.get("camel_inflight") or {}).get(ROUTE), start, end),
             "gc_pauses": len(pauses), "gc_pause_max_ms": max((p["pause_ms"] for p in pauses
                                                               if isinstance(p.get("pause_ms"), (int, float))),
                                                              default=None),

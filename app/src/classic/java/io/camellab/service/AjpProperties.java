@@ -18,7 +18,8 @@ import org.springframework.validation.annotation.Validated;
 @ConfigurationProperties("lab.ajp")
 public class AjpProperties {
 
-    public enum Protocol { NIO, APR }
+    /** NIO2: asynchronous channels; APR: the Tomcat Native library's, this stack's only. */
+    public enum Protocol { NIO, NIO2, APR }
 
     private boolean enabled;
 

@@ -12,7 +12,7 @@ import org.springframework.context.annotation.Configuration;
 
 /**
  * The stack-specific part of the service (Tomcat 9 embedded in Spring Boot 2.7): adds the AJP
- * connector, NIO or APR, with its own sizing (lab.ajp.*), so that sizing the connector HTTPD talks
+ * connector, NIO, NIO2 or APR, with its own sizing (lab.ajp.*), so that sizing the connector HTTPD talks
  * to does not also grow the other one's thread pool. Spring Boot registers Tomcat's
  * AprLifecycleListener itself whenever the native library loads.
  */
@@ -20,6 +20,7 @@ import org.springframework.context.annotation.Configuration;
 public class TomcatConnectorConfiguration {
 
     static final String AJP_NIO = "org.apache.coyote.ajp.AjpNioProtocol";
+    static final String AJP_NIO2 = "org.apache.coyote.ajp.AjpNio2Protocol";
     static final String AJP_APR = "org.apache.coyote.ajp.AjpAprProtocol";
 
     @Bean
@@ -31,8 +32,11 @@ public class TomcatConnectorConfiguration {
             if (ajp.getProtocol() == AjpProperties.Protocol.APR) {
                 TomcatNative.requireUsableLibrary();
             }
-            factory.addAdditionalTomcatConnectors(
-                    AjpConnector.create(ajp.getProtocol() == AjpProperties.Protocol.APR ? AJP_APR : AJP_NIO, ajp));
+            factory.addAdditionalTomcatConnectors(AjpConnector.create(switch (ajp.getProtocol()) {
+                case APR -> AJP_APR;
+                case NIO2 -> AJP_NIO2;
+                case NIO -> AJP_NIO;
+            }, ajp));
         };
     }
 
