@@ -8,7 +8,8 @@ ANSIBLE_DIR = REPO / "ansible"
 PLAYBOOK = ANSIBLE_DIR / "site.yml"
 ENGINES_PLAYBOOK = ANSIBLE_DIR / "engines.yml"   # starts and stops the loadgen group's JMeter engines
 INVENTORIES = ANSIBLE_DIR / "inventories"
-JAR = REPO / "app" / "target" / "camel-tuning-lab-service.jar"
+JAR = REPO / "app" / "target" / "camel-tuning-lab-service.jar"                    # camel_app_stack: classic
+MODERN_JAR = REPO / "app" / "modern" / "target" / "camel-tuning-lab-service-modern.jar"   # camel_app_stack: modern
 SCENARIOS = REPO / "jmeter" / "scenarios"   # the shipped scenario files: --scenario NAME finds NAME.yaml here
 LOGS = REPO / ".cache" / "logs"             # the builds', playbooks' and Vagrant's logs
 # The local backend's machines live outside the repository: their processes run as an

@@ -11,29 +11,58 @@ from pathlib import Path
 
 from lab import given_knobs, profiles
 from lab.errors import StepFailed
-from lab.paths import ANSIBLE_DIR, JAR, LOGS, PLAYBOOK, REPO, VENV
+from lab.paths import ANSIBLE_DIR, JAR, LOGS, MODERN_JAR, PLAYBOOK, REPO, VENV, shown
 from lab.progress import info, run_logged
 
-BUILD_LOG = LOGS / "build-service.log"
 BUILD_TIMEOUT_S = 1800
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 
 
-def build_service() -> None:
-    """The service jar, rebuilt when a source is newer than it."""
-    sources = [p for p in (REPO / "app" / "src").rglob("*") if p.is_file()] + [REPO / "app" / "pom.xml"]
-    if JAR.is_file() and max(p.stat().st_mtime for p in sources) <= JAR.stat().st_mtime:
-        info(f"{JAR.relative_to(REPO)} is up to date")
-        return
-    BUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
-    command = [str(REPO / "mvnw"), "-B", "-ntp", "-f", "app/pom.xml", "package", "-DskipTests"]
-    try:
-        result = run_logged(command, BUILD_LOG, "Maven", BUILD_TIMEOUT_S, cwd=REPO)
-    except subprocess.TimeoutExpired:
-        raise StepFailed(f"building the service took over {BUILD_TIMEOUT_S / 60:.0f} min; see {BUILD_LOG}") from None
-    if result.returncode != 0:
-        tail = "\n".join(BUILD_LOG.read_text(errors="replace").strip().splitlines()[-20:])
-        raise StepFailed(f"building the service failed (./mvnw -f app/pom.xml package); the log: {BUILD_LOG}\n{tail}")
+@dataclass(frozen=True)
+class Build:
+    """One of the service's builds (app/README.md, "Two stacks, one service"): its pom, its jar, and the sources
+    newer than which the jar is rebuilt."""
+    stack: str
+    pom: Path
+    jar: Path
+    sources: tuple[Path, ...]
+
+    @property
+    def log(self) -> Path:
+        return LOGS / f"build-service-{self.stack}.log"
+
+
+# Both, whatever the machines' stacks now: a later `up --knobs` may switch either machine to the other.
+BUILDS = (Build("classic", REPO / "app" / "pom.xml", JAR,
+                (REPO / "app" / "src" / "main", REPO / "app" / "src" / "classic", REPO / "app" / "pom.xml")),
+          Build("modern", REPO / "app" / "modern" / "pom.xml", MODERN_JAR,
+                (REPO / "app" / "src" / "main", REPO / "app" / "modern" / "src" / "main",
+                 REPO / "app" / "modern" / "pom.xml")))
+
+
+def _newest(paths: tuple[Path, ...]) -> float:
+    files = [p for path in paths for p in ((path,) if path.is_file() else path.rglob("*")) if p.is_file()]
+    return max((p.stat().st_mtime for p in files), default=0.0)
+
+
+def build_service(builds: tuple[Build, ...] = BUILDS) -> None:
+    """Each stack's service jar, rebuilt when a source is newer than it."""
+    for build in builds:
+        if build.jar.is_file() and _newest(build.sources) <= build.jar.stat().st_mtime:
+            info(f"{shown(build.jar)} is up to date")
+            continue
+        build.log.parent.mkdir(parents=True, exist_ok=True)
+        pom = build.pom.relative_to(REPO)
+        command = [str(REPO / "mvnw"), "-B", "-ntp", "-f", str(pom), "package", "-DskipTests"]
+        try:
+            result = run_logged(command, build.log, f"Maven ({build.stack} stack)", BUILD_TIMEOUT_S, cwd=REPO)
+        except subprocess.TimeoutExpired:
+            raise StepFailed(f"building the {build.stack} stack's service took over {BUILD_TIMEOUT_S / 60:.0f} min; "
+                             f"see {build.log}") from None
+        if result.returncode != 0:
+            tail = "\n".join(build.log.read_text(errors="replace").strip().splitlines()[-20:])
+            raise StepFailed(f"building the {build.stack} stack's service failed (./mvnw -f {pom} package); "
+                             f"the log: {build.log}\n{tail}")
 
 
 @dataclass

@@ -172,6 +172,55 @@ def test_up_packs_jmeter_and_its_key_for_the_load_generators_before_provisioning
     assert done == ["playbook"]
 
 
+def test_up_builds_the_service_on_both_stacks_and_rebuilds_only_the_jar_a_newer_source_makes_stale(
+        tmp_path: Path, monkeypatch) -> None:
+    # A machine switched to the modern stack by a later `up --knobs` needs its jar: a fresh clone must build it too.
+    import os
+
+    from lab import provision
+    assert {build.stack for build in provision.BUILDS} == {"classic", "modern"}
+    assert {build.pom.relative_to(REPO).as_posix() for build in provision.BUILDS} == {"app/pom.xml",
+                                                                                       "app/modern/pom.xml"}
+    shared, classic, modern = tmp_path / "main", tmp_path / "classic", tmp_path / "modern"
+    for folder in (shared, classic, modern):
+        (folder / "x").mkdir(parents=True)
+        (folder / "x" / "A.java").write_text("class A {}")
+    builds = (provision.Build("classic", REPO / "app" / "pom.xml", tmp_path / "classic.jar", (shared, classic)),
+              provision.Build("modern", REPO / "app" / "modern" / "pom.xml", tmp_path / "modern.jar", (shared, modern)))
+    ran = []
+
+    def maven(command, log, what, timeout_s, cwd):
+        pom = command[command.index("-f") + 1]
+        ran.append(pom)
+        next(build for build in builds if build.pom == REPO / pom).jar.write_bytes(b"jar")
+        return subprocess.CompletedProcess(command, 0)
+    monkeypatch.setattr(provision, "LOGS", tmp_path / "logs")
+    monkeypatch.setattr(provision, "run_logged", maven)
+    provision.build_service(builds)
+    assert ran == ["app/pom.xml", "app/modern/pom.xml"]
+    provision.build_service(builds)                       # both up to date: nothing built
+    assert len(ran) == 2
+    later = builds[1].jar.stat().st_mtime + 10
+    os.utime(modern / "x" / "A.java", (later, later))      # a modern-only source edited
+    provision.build_service(builds)
+    assert ran[2:] == ["app/modern/pom.xml"]
+
+
+def test_a_failed_build_names_its_stack_and_its_log(tmp_path: Path, monkeypatch) -> None:
+    from lab import provision
+    build = provision.Build("modern", REPO / "app" / "modern" / "pom.xml", tmp_path / "none.jar", (tmp_path,))
+    monkeypatch.setattr(provision, "LOGS", tmp_path / "logs")
+
+    def maven(command, log, what, timeout_s, cwd):
+        log.write_text("[ERROR] COMPILATION ERROR\n")
+        return subprocess.CompletedProcess(command, 1)
+    monkeypatch.setattr(provision, "run_logged", maven)
+    with pytest.raises(StepFailed, match=r"building the modern stack's service failed \(./mvnw -f "
+                                         r"app/modern/pom.xml package\).*build-service-modern.log\n"
+                                         r"\[ERROR\] COMPILATION ERROR"):
+        provision.build_service((build,))
+
+
 @pytest.mark.parametrize("command", [[], ["up"], ["run"], ["capacity"], ["ablate"], ["tune"], ["compare"], ["status"], ["down"]])
 def test_every_commands_help_prints(command: list[str], capsys) -> None:
     # argparse formats help texts with %: one unescaped % (an SLO's "0.1%") crashed `capacity --help`.
