@@ -31,6 +31,8 @@ THREAD_MIB = 0.25                   # a thread's stack as touched, and its share
 JVM_OWN_THREADS = 50                # GC, JIT, Camel, Spring, the management port's connector
 TOMCAT_MAX_THREADS = 200            # Tomcat's default maxThreads
 SPRING_MIN_SPARE = 10               # Spring Boot's default min-spare threads: the unproxied connector's, idle
+ROUTE_POOL_KNOB = "camel_app_route_pool_size"   # the modern stack's: Spring's task pool platform-http runs the route on
+ROUTE_POOL_DEFAULT = 8              # Spring Boot's spring.task.execution.pool.core-size (its queue is unbounded: no more)
 GC_SHARE = {"G1": 0.10, "Z": 0.15}  # the collector's own structures, as a share of the heap; others 3%
 OTHER_GC_SHARE = 0.03
 PREFORK_CHILD_MIB = 0.27
@@ -164,16 +166,30 @@ def _jvm(options: list[str], knobs: dict, sees_mib: float | None) -> list[Part]:
     gc_share = GC_SHARE.get(collector, OTHER_GC_SHARE)
     proxied = tomcat_threads(knobs)
     ajp = bool(knobs.get("camel_app_ajp_enabled"))
-    threads = JVM_OWN_THREADS + int(proxied) + (SPRING_MIN_SPARE if ajp else 0)
+    modern = knobs.get("camel_app_stack", "classic") != "classic"
+    virtual = modern and bool(knobs.get("camel_app_virtual_threads"))
+    # On virtual threads the connectors and the route run on a few carriers (one per CPU): no platform thread each.
+    route = route_pool(knobs) or 0
+    threads = JVM_OWN_THREADS + route + (0 if virtual else int(proxied) + (SPRING_MIN_SPARE if ajp else 0))
     stack = _size_mib(_option(options, "-Xss", "-XX:ThreadStackSize=") or "")
     per_thread = THREAD_MIB if stack is None else min(THREAD_MIB, stack)
     # The coefficients come from the classic stack's runs (Java 17, Boot 2.7): on the modern one they are a guess.
-    fitted = "" if knobs.get("camel_app_stack", "classic") == "classic" else "; fitted on the classic stack, not this one"
+    fitted = "; fitted on the classic stack, not this one" if modern else ""
+    on = "the connectors and the route on virtual threads" if virtual else \
+        f"{proxied} on the proxied connector" + (f", {route} the route's" if route else "")
     return [Part("the JVM's heap", heap, ("camel_app_java_options",), heap_detail),
             Part("the JVM beside its heap", JVM_BESIDE_HEAP_MIB + gc_share * heap, ("camel_app_java_options",),
                  f"metaspace, code cache, libraries; {collector}'s structures {gc_share:.0%} of the heap{fitted}"),
             Part("the JVM's threads", threads * per_thread, ("camel_app_tomcat_max_threads",),
-                 f"{threads} threads ({proxied} on the proxied connector) x {per_thread:.2f} MiB")]
+                 f"{threads} threads ({on}) x {per_thread:.2f} MiB")]
+
+
+def route_pool(knobs: dict) -> int | None:
+    """The threads of the pool the modern stack runs its route on (Spring's task pool), None where the route runs on
+    the request's own thread (the classic stack) or on virtual threads."""
+    if knobs.get("camel_app_stack", "classic") == "classic" or knobs.get("camel_app_virtual_threads"):
+        return None
+    return int(knobs.get(ROUTE_POOL_KNOB) or ROUTE_POOL_DEFAULT)
 
 
 def tomcat_threads(knobs: dict) -> int:

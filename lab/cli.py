@@ -32,7 +32,7 @@ from lab.machines.local.memory import DEFAULT, DEFAULT_SWAP_MIB, MODELS
 from lab.machines.protocol import Backend
 from lab.names import MACHINES
 from lab.paths import callers
-from lab.report import compare_page
+from lab.report import compare_page, lineup_page
 from lab.tune import command as tune_command
 from lab.tune import options as tune_options
 
@@ -121,9 +121,12 @@ def _parser() -> argparse.ArgumentParser:
                              "configuration with the highest capacity at the SLO, within memory (Optuna's TPE; "
                              f"--budget, default {tune_options.TUNE_BUDGET}); prints the plan first, writes best.yml")
     compare_parser = commands.add_parser("compare", help="two saved runs side by side (a knob before and after): "
-                                                         "./start.sh compare RUN_A RUN_B (run ids in runs/, or paths)")
+                                                         "./start.sh compare RUN_A RUN_B (run ids in runs/, or paths); "
+                                                         "three or more capacity runs: every machine of each in one "
+                                                         "table, over RUN_A's default machine")
     compare_parser.add_argument("run_a", metavar="RUN_A")
     compare_parser.add_argument("run_b", metavar="RUN_B")
+    compare_parser.add_argument("more", metavar="RUN", nargs="*")
     compare_parser.add_argument("--fail-if-worse", type=float, metavar="PCT",
                                 help="a gate with RUN_A as the baseline: exit 3 (and a JUnit file beside the page) "
                                      "when a machine's capacity or throughput, or its p95, is worse in RUN_B by "
@@ -146,6 +149,8 @@ def main(argv: list[str] | None = None, host: HostLab | None = None) -> int:
         print("start.sh: put jmeter first: ./start.sh jmeter [JMETER ARGUMENTS]", file=sys.stderr)
         return 2
     if args.command == "compare":                   # reads saved runs only: no machine, no backend
+        if args.more:
+            return run_line_up([args.run_a, args.run_b, *args.more], args.fail_if_worse)
         return run_compare(args.run_a, args.run_b, args.fail_if_worse)
     with scripted.stdout_for_result(bool(getattr(args, "json", False)) and args.command != "status"):
         return _command(args, argv, host or HostLab())
@@ -283,6 +288,24 @@ def run_compare(typed_a: str, typed_b: str, worse_pct: float | None = None) -> i
                                        "neither run has a capacity, a throughput or a p95 to compare")
     return thresholds.announce(results, f"Fail if worse than RUN_A by more than {worse_pct:g}%", page.parent.name,
                                page.parent / "thresholds.xml")
+
+
+def run_line_up(typed: list[str], worse_pct: float | None) -> int:
+    try:
+        if worse_pct is not None:
+            raise StepFailed(f"compare: --fail-if-worse {worse_pct:g} gates RUN_B against RUN_A: give two runs, "
+                             f"not {len(typed)}")
+        runs = [_saved_run(one, f"RUN {number}") for number, one in enumerate(typed, start=1)]
+        twice = next((one for number, one in enumerate(runs) if one in runs[:number]), None)
+        if twice is not None:
+            raise StepFailed(f"compare: {twice.name} is given twice")
+        result, page = lineup_page.render(runs)
+    except LabError as error:
+        print(f"start.sh: {error}", file=sys.stderr)
+        return 1
+    print("\n".join(lineup_page.lines(result)), file=sys.stderr)
+    print(f"Report: {page}", file=sys.stderr)
+    return 0
 
 
 def show_status(backend: Backend, as_json: bool) -> int:

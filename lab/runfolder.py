@@ -326,9 +326,9 @@ class RunFolder:
         return cls(root)
 
 
-def comparison_page(run_a: Path, run_b: Path, runs: Path = RUNS) -> Path:
-    """Where ./start.sh compare writes two runs side by side: runs/compare/<A>-vs-<B>/index.html."""
-    return runs / "compare" / f"{Path(run_a).name}-vs-{Path(run_b).name}" / "index.html"
+def comparison_page(compared: list[Path], runs: Path = RUNS) -> Path:
+    """Where ./start.sh compare writes runs side by side: runs/compare/<A>-vs-<B>[-vs-<C>...]/index.html."""
+    return runs / "compare" / "-vs-".join(Path(run).name for run in compared) / "index.html"
 
 
 def check_free_space(needed_bytes: int, runs: Path = RUNS) -> None:

@@ -31,7 +31,7 @@ def _host(tmp_path: Path) -> HostLab:
     (["tune", "--trials", "3", "--budget", "1h"], "--trials 3 and --budget 1h: one or the other"),
     (["tune", "--trials", "0"], "--trials 0: must be 1 or more"),
     (["tune", "--groups", "jvm,gc"], "--groups jvm,gc: gc: the groups are backend_client, tomcat, httpd, "
-                                     "proxy, jvm, logging (knob-space.yml)"),
+                                     "proxy, jvm, logging, stack (knob-space.yml)"),
     (["tune", "--resume", "nosuch", "--trials", "2"], "--resume continues a tune as it was planned: --trials cannot "
                                                       "change it"),
     (["tune", "--max-rate", "50"], "--max-rate 50 is below --start-rate 100"),

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.fast
 
 def test_the_shipped_space_loads_and_every_dimension_sets_a_declared_variable():
     space = knob_space.load()
-    assert set(space.groups) == {"backend_client", "tomcat", "httpd", "proxy", "jvm", "logging"}
+    assert set(space.groups) == {"backend_client", "tomcat", "httpd", "proxy", "jvm", "logging", "stack"}
     assert space.dimensions["backend_pool"].variables == ("camel_app_http_client_per_route",
                                                           "camel_app_http_client_max_total")
     assert "camel_app_java_options" in space.variables()
@@ -78,12 +78,29 @@ def _write(tmp_path: Path, dimensions: dict, groups: dict | None = None) -> Path
     ({"group": "g", "choices": {"a": {}, "b": {"jvm_options": ["Xmx64m"]}}}, r"jvm_options: a list of JVM options"),
     ({"group": "g", "int": [1, 10], "choices": {"a": {}, "b": {}}}, r"either int: \[low, high\] or choices"),
     ({"group": "g", "range": [1, 10]}, r"dimensions.d: range: not a dimension's field"),
+    ({"group": "g", "choices": {"a": {}, "b": {"stacks": ["legacy"]}}},
+     r"choices.b.stacks: \['legacy'\]: a list of the stacks it exists on, of classic, modern \(camel_app_stack's"),
 ])
 def test_a_wrong_space_is_refused_naming_the_file_and_the_dimension(tmp_path, dimension, error):
     path = _write(tmp_path, {"d": dimension})
     with pytest.raises(StepFailed, match=error) as refused:
         knob_space.load(path)
     assert str(path) in str(refused.value)
+
+
+def test_a_choice_on_a_stack_without_it_is_impossible_whichever_dimension_or_the_base_gives_the_stack():
+    space = knob_space.load()
+    base = knob_space.base_knobs()
+
+    def why(point: dict, over: dict | None = None) -> str | None:
+        return space.impossible(point, space.knobs(point, {**base, **(over or {})}))
+    apr = {"proxy_protocol": "ajp_apr"}
+    assert why({**apr, "stack": "classic"}) is None and why(apr) is None          # classic: the role's default
+    for modern in ("modern", "modern_pool_200", "modern_virtual_threads"):
+        assert why({**apr, "stack": modern}) == ("proxy_protocol ajp_apr exists on the classic stack only, and this "
+                                                 "configuration runs the modern one")
+        assert why({"proxy_protocol": "ajp", "stack": modern}) is None           # AJP over NIO: both stacks
+    assert why(apr, {"camel_app_stack": "modern"}) is not None                  # the stack not searched, but modern
 
 
 def test_a_group_without_a_dimension_is_refused(tmp_path):

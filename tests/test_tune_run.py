@@ -1,7 +1,8 @@
 """tune's search end to end without a lab: each configuration Optuna proposes is given to the tuned machine (the
 playbook run recorded, not run) and measured (a made-up capacity, from the knobs file the machine was given); what the
-memory budget sets aside is never provisioned nor measured; broken constraints are kept with why; the tuned machine
-gets its own knobs back; tune.json, best.yml and the report are written."""
+memory budget sets aside, or a choice the configuration's stack lacks, is never provisioned nor measured; broken
+constraints are kept with why; the tuned machine gets its own knobs back; tune.json, best.yml and the report are
+written."""
 from __future__ import annotations
 
 import json
@@ -305,3 +306,36 @@ def test_a_configuration_whose_knee_the_host_stood_still_in_is_measured_again_ne
     # its measurement again stood still too: told as it came out (no figure, with why), never a third time
     assert again["broken"] == {"no_figure": why} and lab.measured[2][0] != lab.measured[0][0]
     assert len([r for r in rows.values() if r["measured"] and r["capacity_rps"] is not None]) == 3 - 1
+
+
+def test_a_choice_its_stack_lacks_is_set_aside_never_provisioned_and_the_stack_is_searched(host, lab, monkeypatch,
+                                                                                         capsys):
+    # APR's connector exists on the classic stack only (Tomcat 11 has none): a point putting it on the modern stack
+    # would be refused by site.yml; the search sets it aside unmeasured instead, and goes on.
+    original = made_up
+
+    def by_stack(knobs: dict) -> tuple[int, dict]:
+        capacity, figures = original({**knobs, "camel_app_http_client_per_route": 20,
+                                     "camel_app_java_options": ["-Xmx128m"]})
+        return capacity + (100 if knobs.get("camel_app_stack") == "modern" else 0), figures
+    monkeypatch.setitem(globals(), "made_up", by_stack)
+    prepared = command.prepare(cli._parser().parse_args(["tune", "--groups", "stack,proxy", "--trials", "8",
+                                                         "--quick", "--seed", "3"]))
+    assert command.run(ModelledBackend(), host, prepared) == 0
+    err = capsys.readouterr().err
+    record = yaml.safe_load((next(runfolder.RUNS.glob("2*")) / "tune.json").read_text())
+    rows = record["result"]["configurations"]
+    impossible = [r for r in rows if r["point"]["proxy_protocol"] == "ajp_apr" and r["point"]["stack"] != "classic"]
+    assert impossible, "this seed proposed no APR on the modern stack: the set-aside was not exercised"
+    for row in impossible:
+        assert not row["measured"] and row["capacity_rps"] is None
+        assert row["broken"] == {"no_figure": "proxy_protocol ajp_apr exists on the classic stack only, and this "
+                                              "configuration runs the modern one: set aside unmeasured"}
+    assert "set aside: proxy_protocol ajp_apr exists on the classic stack only" in err
+    given = [yaml.safe_load(Path(path).read_text()) for _, path in lab.given if path is not None]
+    assert len(given) == 8 == len(lab.measured)                  # only what can exist reached the machine
+    assert not any(k["camel_app_stack"] == "modern" and k.get("camel_app_ajp_protocol") == "APR" for k in given)
+    stacks = {k["camel_app_stack"] for k, _ in lab.measured}
+    assert stacks == {"classic", "modern"}                       # both searched
+    assert any(k.get("camel_app_virtual_threads") is True or k.get("camel_app_route_pool_size") == 200
+               for k, _ in lab.measured if k["camel_app_stack"] == "modern")

@@ -35,21 +35,23 @@ def _checked(folder: RunFolder, summary: Figures) -> Figures:
     raise StepFailed(f"compare: {folder.root}: {wrong}; is it a run folder the lab wrote?")
 
 
+def figures_of(folder: RunFolder, run: RunFolder) -> Figures | None:
+    """One run's figures (a trial of folder, or folder itself), made where missing (None: neither summary nor run
+    record); a summary that cannot be read is named, with why."""
+    if run.summary_json.is_file():
+        problems: list[str] = []
+        summary = run.summary(problems)
+        if summary is None:
+            raise StepFailed(f"compare: {folder.root}: {'; '.join(problems)}")
+        return _checked(folder, summary)
+    if run.run_json.is_file():                  # figures made here, never written into a saved run
+        return single.summarize(run.root, write=False, use_gcviewer=False)     # its problems: what is missing
+    return None
+
+
 def _summaries(folder: RunFolder) -> list[Figures]:
-    """The figures of each trial (a single run: its own), made first where missing; a summary that cannot be
-    read is named, with why."""
-    runs = folder.trials() or [folder]
-    found = []
-    for run in runs:
-        if run.summary_json.is_file():
-            problems: list[str] = []
-            summary = run.summary(problems)
-            if summary is None:
-                raise StepFailed(f"compare: {folder.root}: {'; '.join(problems)}")
-            found.append(_checked(folder, summary))
-        elif run.run_json.is_file():            # figures made here, never written into a saved run
-            found.append(single.summarize(run.root, write=False, use_gcviewer=False))   # its problems: what is missing
-    return found
+    """The figures of each trial (a single run: its own)."""
+    return [figures for run in folder.trials() or [folder] if (figures := figures_of(folder, run)) is not None]
 
 
 def _values(summaries: list[Figures], key: str, column: str) -> list[float]:

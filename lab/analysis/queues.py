@@ -16,14 +16,12 @@ from dataclasses import asdict, dataclass
 
 from lab.analysis.text import mib
 from lab.analysis.verdict import HOST_IDLE_MIN_PCT
-from lab.budget import httpd_workers, tomcat_threads  # the same knobs the memory budget reads
+from lab.budget import ROUTE_POOL_KNOB, httpd_workers, route_pool, tomcat_threads  # the knobs the budget reads
 
 FULL = 0.95                     # a pool whose peak reached this share of its size was full (PCP samples each second)
 HOST_CPUS = "the host's CPUs"                               # the stage named when the host's CPUs bound the knee
 BACKEND_POOL_KNOB = "camel_app_http_client_per_route"      # the knob the verdict names for the backend pool
 POOL_PER_ROUTE_DEFAULT = 20     # camel-http's connections per route when camel_app_http_client_per_route is unset
-ROUTE_POOL_KNOB = "camel_app_route_pool_size"     # the modern stack's: Spring's task pool platform-http runs the route on
-ROUTE_POOL_DEFAULT = 8          # Spring Boot's spring.task.execution.pool.core-size (its queue is unbounded: no more)
 BASIS = (f"at the knee step: the host's CPUs when they were idle under {HOST_IDLE_MIN_PCT:g}% over it (a host shared "
          "with JMeter: jmeter/loadgen.csv, as the verdict reads it; else PCP's kernel.all.cpu user and sys); else each pool's peak (PCP) against its size from the machine's knobs, full "
          f"at {FULL:.0%} of it or more (the backend pool: a call waiting for a connection), and the bound the deepest "
@@ -49,8 +47,7 @@ def sizes(knobs: dict, observed: dict | None) -> Sizes:
         int(knobs.get(BACKEND_POOL_KNOB) or POOL_PER_ROUTE_DEFAULT)
     route = (observed or {}).get("route_pool")
     if not (isinstance(route, int) and route > 0):
-        on_pool = knobs.get("camel_app_stack") == "modern" and not knobs.get("camel_app_virtual_threads")
-        route = int(knobs.get(ROUTE_POOL_KNOB) or ROUTE_POOL_DEFAULT) if on_pool else None
+        route = route_pool(knobs)
     return Sizes(mpm, workers, tomcat_threads(knobs), pool, route)
 
 

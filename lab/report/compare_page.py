@@ -18,7 +18,7 @@ HEADLINE_KEYS = ("capacity_rps", "throughput_rps", "p95_ms", "error_rate", "peak
 
 def render(run_a: Path, run_b: Path, runs: Path = RUNS) -> tuple[dict, Path]:
     result = compare(run_a, run_b)
-    path = comparison_page(run_a, run_b, runs)
+    path = comparison_page([run_a, run_b], runs)
     page = environment().get_template(TEMPLATE).render(
         result=result, now=time.time(),
         links={side: os.path.relpath(result[side]["report"], path.parent) if result[side]["report"] else None

@@ -2,9 +2,9 @@
 provisioned with it, its capacity is measured (an open model's stepped arrivals, the knee search of `capacity`, the
 tuned machine alone), and the study is told the capacity and the constraints: no process death (the OOM killer
 included), the memory held (PSS and swap) at most MEMORY_SHARE_MAX of the memory model, page-ins below the verdict's
-threshold, a capacity figure at all. A configuration whose memory budget does not fit the model is set aside
-unmeasured (lab/budget.py), and one whose provisioning fails is recorded with the error; neither is dropped. The
-folder: lab/tune/folder.py."""
+threshold, a capacity figure at all. A configuration whose memory budget does not fit the model (lab/budget.py),
+or that puts a choice on a stack without it (APR on the modern stack), is set aside unmeasured, and one whose
+provisioning fails is recorded with the error; neither is dropped. The folder: lab/tune/folder.py."""
 from __future__ import annotations
 
 import math
@@ -31,7 +31,7 @@ from lab.tune.folder import BEST_FILE, MEMORY_SHARE_MAX, Plan, Tuning, duration_
 from lab.tune.space import Space
 from lab.tune.study import Outcome, Record, Study
 
-SET_ASIDE_MAX = 20             # configurations set aside by their memory budget in a row, before the search ends
+SET_ASIDE_MAX = 20             # configurations set aside in a row, before the search ends
 
 
 def outcome_of(folder: RunFolder, limit_mib: float | None, seconds: float) -> Outcome:
@@ -106,6 +106,12 @@ def search(backend: Backend, tuning: Tuning, plan: Plan, space: Space, base: dic
         path = tuning.write_knobs(number, point, knobs)
         why = study.why_asked(number)
         info(f"configuration {number} ({ahead}{'; ' + why if why else ''}): {point_text(point)}")
+        impossible = chosen_space.impossible(point, knobs)
+        if impossible is not None:
+            study.tell(number, Outcome(None, {"no_figure": f"{impossible}: set aside unmeasured"},
+                                       figures={"seconds": 0}, measured=False))
+            info(f"  set aside: {impossible}")
+            continue
         estimated = budget.estimate(TUNED, knobs, limit, swap, sees)
         if estimated is not None and estimated.over_mib is not None and limit:
             _set_aside(study, number, estimated, limit)
@@ -161,15 +167,16 @@ def _set_aside(study: Study, number: int, estimated: budget.Budget, limit: float
 def _next_allowed(study: Study, plan: Plan) -> str | None:
     """Whether another configuration fits the plan, said as where it stands ("3 of 20", "41 min of 2 h spent"); None
     when the trials or the budget are spent (a configuration is started only if the mean one so far still fits).
-    A configuration set aside by its memory budget costs nothing and counts for neither, but SET_ASIDE_MAX of them in
-    a row end the search: the space's ranges then lie mostly past the machine's memory."""
+    A configuration set aside (by its memory budget, or a choice its stack lacks) costs nothing and counts for neither,
+    but SET_ASIDE_MAX of them in a row end the search: the space's ranges then lie mostly past the machine's memory."""
     records = study.records()
     done = [r for r in records if r.state == "COMPLETE"]
     measured = [r for r in done if r.measured]
     aside = len(done) - max((i + 1 for i, r in enumerate(done) if r.measured), default=0)
     if aside >= SET_ASIDE_MAX:
-        info(f"{aside} configurations in a row were set aside by their memory budget: the search ends (narrow the "
-             "ranges of ansible/knob-space.yml that weigh most, or give the machine more memory)")
+        info(f"{aside} configurations in a row were set aside (their memory budget, or choices their stack lacks): "
+             "the search ends (narrow the ranges of ansible/knob-space.yml that weigh most, or give the machine more "
+             "memory)")
         return None
     if plan.trials is not None:
         return f"{len(measured) + 1} of {plan.trials}" if len(measured) < plan.trials else None

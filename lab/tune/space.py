@@ -17,14 +17,16 @@ from lab.paths import ANSIBLE_DIR
 
 SPACE_FILE = ANSIBLE_DIR / "knob-space.yml"
 JAVA_OPTIONS = "camel_app_java_options"
+STACK = "camel_app_stack"               # the knob that chooses the service's build (app/README.md)
 Value = int | str
 
 
 @dataclass(frozen=True)
 class Choice:
-    """What one choice of a categorical dimension sets."""
+    """What one choice of a categorical dimension sets, and the stacks it exists on (none named: every one)."""
     variables: dict = field(default_factory=dict)
     jvm_options: tuple[str, ...] = ()
+    stacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,17 @@ class Space:
                 found.add(JAVA_OPTIONS)
         return found
 
+    def impossible(self, point: dict[str, Value], knobs: dict) -> str | None:
+        """Why a point cannot be provisioned (a choice that does not exist on the stack its knobs give the machine,
+        which site.yml would refuse), else None: the tune sets such a point aside unmeasured."""
+        stack = knobs.get(STACK, self.role_defaults.get(STACK))
+        for name, dim in self.dimensions.items():
+            choice = dim.choices.get(str(point.get(name))) if dim.categorical and name in point else None
+            if choice is not None and choice.stacks and stack not in choice.stacks:
+                return (f"{name} {point[name]} exists on the {' and '.join(choice.stacks)} stack only, and this "
+                        f"configuration runs the {stack} one")
+        return None
+
     def knobs(self, point: dict[str, Value], base: dict) -> dict:
         """The tuned machine's extra vars at a point: base (the default machine's knobs) with each dimension's
         value applied, in the file's order; the JVM's options appended to base's."""
@@ -154,7 +167,8 @@ def load(path: Path = SPACE_FILE, ansible_dir: Path = ANSIBLE_DIR) -> Space:
             raise StepFailed(f"{path}: groups.{name}: a group's name is lower-case letters, digits and _")
         groups[name] = str((spec or {}).get("about") or "") if isinstance(spec, dict) else str(spec or "")
     declared = knobs.declared_variables(ansible_dir)
-    dimensions = {str(name): _dimension(str(name), spec, groups, declared, f"{path}: dimensions.{name}")
+    stacks = _stacks(ansible_dir)
+    dimensions = {str(name): _dimension(str(name), spec, groups, declared, f"{path}: dimensions.{name}", stacks)
                   for name, spec in raw_dims.items()}
     empty = [g for g in groups if not any(d.group == g for d in dimensions.values())]
     if empty:
@@ -162,7 +176,15 @@ def load(path: Path = SPACE_FILE, ansible_dir: Path = ANSIBLE_DIR) -> Space:
     return Space(groups, dimensions, knobs.role_defaults(ansible_dir))
 
 
-def _dimension(name: str, spec: object, groups: dict[str, str], declared: set[str], where: str) -> Dimension:
+def _stacks(ansible_dir: Path) -> tuple[str, ...]:
+    """The stacks camel_app_stack may name (its argument spec's choices)."""
+    specs = knobs.load_vars(ansible_dir / "roles" / "camel_app" / "meta" / "argument_specs.yml")
+    options = ((specs.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+    return tuple((options.get(STACK) or {}).get("choices") or ())
+
+
+def _dimension(name: str, spec: object, groups: dict[str, str], declared: set[str], where: str,
+               stacks: tuple[str, ...]) -> Dimension:
     if not isinstance(spec, dict):
         raise StepFailed(f"{where}: a mapping (group, about, and int or choices)")
     allowed = {"group", "about", "int", "log", "step", "variables", "settings", "jvm_options", "choices"}
@@ -183,7 +205,7 @@ def _dimension(name: str, spec: object, groups: dict[str, str], declared: set[st
     if ("int" in spec) == ("choices" in spec):
         raise StepFailed(f"{where}: either int: [low, high] or choices")
     if "choices" in spec:
-        return Dimension(name, group, about, choices=_choices(spec, where, known))
+        return Dimension(name, group, about, choices=_choices(spec, where, known, stacks))
     bounds = spec["int"]
     if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, int) for b in bounds)
             and 0 < bounds[0] < bounds[1]):
@@ -206,22 +228,28 @@ def _dimension(name: str, spec: object, groups: dict[str, str], declared: set[st
                      options)
 
 
-def _choices(spec: dict, where: str, known: Callable[[object, str], str]) -> dict[str, Choice]:
-    """A dimension's named choices, each the variables and JVM options it sets (known: refuses an undeclared one)."""
+def _choices(spec: dict, where: str, known: Callable[[object, str], str], stacks: tuple[str, ...]) -> dict[str, Choice]:
+    """A dimension's named choices, each the variables and JVM options it sets (known: refuses an undeclared one) and
+    the stacks it exists on."""
     raw = spec["choices"]
     if not isinstance(raw, dict) or len(raw) < 2 or set(spec) - {"group", "about", "choices"}:
         raise StepFailed(f"{where}.choices: two choices at least, each name: {{variables, jvm_options}}")
     choices = {}
     for choice, sets in raw.items():
         sets = sets or {}
-        if not isinstance(sets, dict) or set(sets) - {"variables", "jvm_options"}:
-            raise StepFailed(f"{where}.choices.{choice}: variables (name: value) and jvm_options only")
+        if not isinstance(sets, dict) or set(sets) - {"variables", "jvm_options", "stacks"}:
+            raise StepFailed(f"{where}.choices.{choice}: variables (name: value), jvm_options and stacks only")
+        only = sets.get("stacks") or []
+        if not isinstance(only, list) or not all(stack in stacks for stack in only):
+            raise StepFailed(f"{where}.choices.{choice}.stacks: {only!r}: a list of the stacks it exists on, of "
+                             f"{', '.join(stacks)} ({STACK}'s choices)")
         variables = sets.get("variables") or {}
         if not isinstance(variables, dict):
             raise StepFailed(f"{where}.choices.{choice}.variables: a mapping of variable to value")
         for variable in variables:
             known(variable, f"choices.{choice}.variables")
-        choices[str(choice)] = Choice(dict(variables), _options(sets.get("jvm_options"), f"{where}.choices.{choice}"))
+        choices[str(choice)] = Choice(dict(variables), _options(sets.get("jvm_options"), f"{where}.choices.{choice}"),
+                                      tuple(only))
     return choices
 
 
