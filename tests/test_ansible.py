@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from lab.tune import space as knob_space
 
 # No lab, no jar, no VM, and no Ansible program but ansible-galaxy's listing: the edit-test loop's (make check).
 pytestmark = pytest.mark.fast
@@ -191,6 +192,8 @@ def test_no_tuning_knob_reaches_a_task_a_knobs_only_run_skips():
     groups = _yaml(ANSIBLE / "knob-groups.yml")["groups"]
     knobs = {v for group in groups.values() for v in group["variables"]}
     knobs |= set(_yaml(ANSIBLE / "host_vars" / "default.yml") or {}) | set(_yaml(ANSIBLE / "host_vars" / "tuned.yml"))
+    # what a tune sets, and what the shipped knobs files set (camel_app_stack: the jar and the Java that run it)
+    knobs |= knob_space.load().variables() | {v for path in (ANSIBLE / "knobs").glob("*.yml") for v in _yaml(path) or {}}
     files = _base_task_files()
     assert {path.parent.parent.name for path in files} >= {"lab", "java", "mock_service", "pcp"}, files
     for path in files:

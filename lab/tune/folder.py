@@ -70,7 +70,7 @@ class Plan:
                   f"alone by {self.steps.describe()}",
                   f"  objective: capacity at the SLO; constraints: no process death, memory held at most "
                   f"{MEMORY_SHARE_MAX:.0%} of the model, page-ins below {PAGE_INS_MAX:g}/s; a configuration whose "
-                  "memory budget does not fit is set aside unmeasured",
+                  "memory budget does not fit, or with a choice its stack lacks, is set aside unmeasured",
                   f"  each configuration {duration_text(each)} at most (provisioning {PROVISION_S} s, the steps to "
                   f"{self.steps.max_rps} req/s); " + (f"about {duration_text(most * each)} at most" if most is not None
                                                       else f"about {max(1, int((self.budget_s or 0) // each))} "
