@@ -95,16 +95,19 @@ def compare(run_a: Path, run_b: Path) -> dict:
             "comparable": _comparable(figures_a, figures_b)}
 
 
+def knobs_of(folder: RunFolder) -> dict[str, dict]:
+    """Each machine's knobs as the run recorded them (knobs.json), {} where it holds none the lab could read."""
+    try:
+        knobs = json.loads(folder.knobs_json.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {machine: given for machine, given in knobs.items() if isinstance(given, dict)} \
+        if isinstance(knobs, dict) else {}
+
+
 def _knobs(a: RunFolder, b: RunFolder) -> list[dict]:
     """The knobs of each machine that differ between the runs (their knobs.json), what a user changed."""
-    def read(folder: RunFolder) -> dict:
-        try:
-            knobs = json.loads(folder.knobs_json.read_text())
-        except (OSError, ValueError):
-            return {}
-        return {machine: given for machine, given in knobs.items() if isinstance(given, dict)} \
-            if isinstance(knobs, dict) else {}
-    knobs_a, knobs_b = read(a), read(b)
+    knobs_a, knobs_b = knobs_of(a), knobs_of(b)
     changed = []
     for machine in MACHINES:
         before, after = knobs_a.get(machine) or {}, knobs_b.get(machine) or {}

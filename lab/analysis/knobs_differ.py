@@ -25,7 +25,7 @@ def knobs_differ(knobs: dict | None) -> KnobsDiffer:
         a_text, b_text = (json.dumps(value, sort_keys=True, default=str) for value in (a, b))
         if a_text == b_text:
             same += 1
-        elif _named(a_text, "default") == _named(b_text, "tuned"):
+        elif named(a_text, "default") == named(b_text, "tuned"):
             wiring.append(variable)         # a home, a path, a node name: where each machine is, not its tuning
         else:
             differ.append({"variable": variable, "default": a, "tuned": b})
@@ -35,6 +35,6 @@ def knobs_differ(knobs: dict | None) -> KnobsDiffer:
             "unrendered": unrendered}
 
 
-def _named(text: str, machine: str) -> str:
+def named(text: str, machine: str) -> str:
     """A value with its machine's name as a whole word (a path's part, a node name) put as MACHINE."""
     return re.sub(rf"(?<![A-Za-z0-9_]){machine}(?![A-Za-z0-9_])", "MACHINE", text)

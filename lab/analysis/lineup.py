@@ -12,13 +12,14 @@ is what the runs' conditions moved it.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TypedDict
 
 from lab.analysis import repeated, trials
-from lab.analysis.compare import figures_of
+from lab.analysis.compare import figures_of, knobs_of
+from lab.analysis.knobs_differ import named
 from lab.errors import StepFailed
 from lab.knobs import WHERE
 from lab.names import MACHINES
@@ -92,18 +93,18 @@ BASIS = ("capacity: each trial's highest rate that met the SLO, their mean over 
 
 def line_up(runs: list[Path]) -> LineUp:
     folders = [RunFolder(Path(run)) for run in runs]
-    about, configurations = [], []
+    about, configurations, knobs = [], [], {}
     for folder in folders:
         summaries = _capacity_summaries(folder)
         about.append(_about(folder, summaries))
-        knobs = _knobs(folder)
+        knobs[folder.root.name] = knobs_of(folder)
         given = _given(summaries)
-        configurations += [_configuration(folder, machine, summaries, knobs.get(machine), given.get(machine))
-                           for machine in MACHINES]
+        configurations += [_configuration(folder, machine, summaries, knobs[folder.root.name].get(machine),
+                                          given.get(machine)) for machine in MACHINES]
     baseline = configurations[0]
     for configuration in configurations:
         configuration["versus_baseline"] = _versus(baseline["per_trial_rps"], configuration["per_trial_rps"])
-    _relate(configurations, {folder.root.name: _knobs(folder) for folder in folders})
+    _relate(configurations, knobs)
     configurations.sort(key=lambda c: -(c["capacity"]["mean"] or 0))
     return {"runs": about, "configurations": configurations, "baseline": baseline["id"],
             "notes": _notes(about, configurations), "basis": BASIS}
@@ -137,7 +138,7 @@ def _configuration(folder: RunFolder, machine: str, summaries: list[dict], knobs
     measured = [number(c.get("capacity_rps")) if c.get("found") else None for c in capacities]
     interval = trials.mean_interval(measured)
     observed: dict = next((f["observed"] for f in figures if isinstance(f.get("observed"), dict)), {})
-    verdicts = Counter(str(_path(s, "verdict", "machines", machine, "verdict") or "no verdict") for s in summaries)
+    verdicts = _counted(str(_path(s, "verdict", "machines", machine, "verdict") or "no verdict") for s in summaries)
     # A run from before camel_app_stack existed ran the classic stack: the only one there was.
     stack = observed.get("stack") or (knobs or {}).get("camel_app_stack") or ("classic" if knobs else None)
     label = f"{stack or 'unknown'} stack" + (", virtual threads" if observed.get("virtual_threads") else "")
@@ -156,8 +157,14 @@ def _configuration(folder: RunFolder, machine: str, summaries: list[dict], knobs
             "memory_limit_bytes": (_most(limits) or 0) * 2**20 or None,
             "cpu_ms_per_request": _mean(number(_path(c, "at_capacity", "cpu_per_request", "machine_ms"))
                                         for c in capacities),
-            "bound": ", ".join(f"{verdict} {count}/{len(summaries)}" for verdict, count in verdicts.most_common()),
+            "bound": verdicts,
             "differs_from_baseline": [], "same_as": []}
+
+
+def _counted(verdicts: Iterable[str]) -> str:
+    """Each trial's verdict, counted: "backend-bound 2/3, valid 1/3"."""
+    counts = Counter(verdicts)
+    return ", ".join(f"{verdict} {count}/{counts.total()}" for verdict, count in counts.most_common())
 
 
 def _most(values) -> float | None:
@@ -175,15 +182,6 @@ def _versus(baseline: list[float | None], other: list[float | None]) -> Versus:
     return {"ratio": interval["ratio"], "low": interval["low"], "high": interval["high"], "note": interval.get("note")}
 
 
-def _knobs(folder: RunFolder) -> dict[str, dict]:
-    """Each machine's knobs as the run recorded them (knobs.json), {} where it holds none the lab could read."""
-    try:
-        knobs = json.loads(folder.knobs_json.read_text())
-    except (OSError, ValueError):
-        return {}
-    return {m: given for m, given in knobs.items() if isinstance(given, dict)} if isinstance(knobs, dict) else {}
-
-
 def _given(summaries: list[dict]) -> dict[str, str]:
     """The knobs file each machine was given over its host_vars (run.given_knobs: up --knobs), by machine."""
     given = _path(summaries[0] if summaries else {}, "run", "given_knobs")
@@ -194,8 +192,7 @@ def _given(summaries: list[dict]) -> dict[str, str]:
 def _tuning(knobs: dict | None, machine: str) -> dict[str, str]:
     """A machine's knobs as they set its tuning: where things live (WHERE) left out, its own name in a value (a node
     name) put as MACHINE, each value as JSON, so that two runs' or two machines' tunings compare."""
-    return {variable: re.sub(rf"(?<![A-Za-z0-9_]){machine}(?![A-Za-z0-9_])", "MACHINE",
-                             json.dumps(value, sort_keys=True, default=str))
+    return {variable: named(json.dumps(value, sort_keys=True, default=str), machine)
             for variable, value in (knobs or {}).items() if not variable.endswith(WHERE)}
 
 
@@ -213,11 +210,10 @@ def _relate(configurations: list[Configuration], knobs: dict[str, dict[str, dict
 
 def _about(folder: RunFolder, summaries: list[dict]) -> RunAbout:
     run = (summaries[0].get("run") if summaries else None) or {}
-    verdicts = Counter(str(_path(s, "verdict", "verdict") or "no verdict") for s in summaries)
     return {"run_id": folder.root.name, "path": str(folder.root), "trials": len(summaries),
             "schedule": run.get("schedule"), "memory_model": str(_path(run, "memory_model", "name") or "") or None,
             "profile": run.get("profile") or {},
-            "verdicts": ", ".join(f"{verdict} {count}/{len(summaries)}" for verdict, count in verdicts.most_common())}
+            "verdicts": _counted(str(_path(s, "verdict", "verdict") or "no verdict") for s in summaries)}
 
 
 def _notes(about: list[RunAbout], configurations: list[Configuration]) -> list[str]:
