@@ -58,3 +58,12 @@ def test_a_glob_removes_the_files_it_matches_in_its_folder_only(machine):
     shutil.rmtree(home)
     with pytest.raises(StepFailed, match=r"tuned: could not remove pcp/archive\.\*: find: .*No such file or directory"):
         backend.remove("tuned", "pcp/archive.*")
+
+
+def test_a_callback_enabled_in_the_users_environment_does_not_garble_what_the_lab_reads(machine, monkeypatch):
+    # profile_tasks (or any callback the user turns on) prints beside the json callback's document: the lab's own
+    # reads then parsed nothing, and status showed every VM's configuration as None
+    backend, _ = machine
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks")
+    result = backend.run_in("tuned", ["echo", "the machine's answer"])
+    assert (result.returncode, result.stdout) == (0, "the machine's answer"), result

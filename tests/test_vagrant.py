@@ -71,6 +71,67 @@ def test_vagrantfile_machines_are_the_write_ups_and_the_inventorys():
     assert {hostvars[name]["lab_service_manager"] for name in MACHINES} == {"systemd"}
 
 
+def vagrantfile_config() -> dict:
+    """Every setting the Vagrantfile's configure block makes, by its path (`vm.define(tuned).vm.provision(ansible).limit`),
+    read by Ruby with a recorder in place of Vagrant's config object."""
+    script = """require "json"
+class Recorder
+  def initialize(path, log) = (@path, @log = path, log)
+  def method_missing(name, *args, &block)
+    key = [@path, name.to_s.chomp("=")].compact.join(".")
+    return @log[key] = args[0] if name.to_s.end_with?("=")
+    child = Recorder.new(args.empty? ? key : "#{key}(#{args.join(",")})", @log)
+    block&.call(child)
+    child
+  end
+  def respond_to_missing?(*) = true
+end
+module Vagrant; def self.configure(*) = yield(Recorder.new(nil, $log = {})); end
+load "Vagrantfile"
+puts JSON.dump($log)"""
+    clean = {k: v for k, v in os.environ.items() if k not in VAGRANT_ENV_KEYS}
+    result = subprocess.run(["ruby", "-e", script], cwd=REPO, capture_output=True, text=True, timeout=60, env=clean)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_each_vm_gets_a_key_of_its_own_and_the_provisioner_checks_host_keys():
+    config = vagrantfile_config()
+    assert config["vm.define(tuned).vm.provision(ansible).playbook"] == "ansible/site.yml"    # the recorder reads it
+    # Vagrant's well-known key opens a box only until its first boot; then the VM has a key of its own.
+    assert config["ssh.insert_key"] is True
+    # Vagrant's provisioner turns host-key checking off unless told (its ANSIBLE_HOST_KEY_CHECKING and
+    # UserKnownHostsFile=/dev/null would win over the inventory's own settings).
+    assert config["vm.define(tuned).vm.provision(ansible).host_key_checking"] is True
+
+
+def test_the_inventory_reaches_each_vm_with_its_own_key_and_pins_its_host_key(tmp_path):
+    # The inventory where it lies in a checkout, beside a .vagrant/ in which `vagrant up` made the default VM's key only.
+    inventory = tmp_path / "ansible" / "inventories" / "vagrant" / "hosts.yml"
+    inventory.parent.mkdir(parents=True)
+    inventory.write_text((REPO / "ansible" / "inventories" / "vagrant" / "hosts.yml").read_text())
+    made = tmp_path / ".vagrant" / "machines" / "default" / "libvirt"
+    made.mkdir(parents=True)
+    (made / "private_key").write_text("key\n")
+    result = subprocess.run(
+        # localhost too: a controller's play (controller-downloads.yml) runs there with this inventory
+        [str(REPO / ".venv" / "bin" / "ansible"), "-i", str(inventory), "all:localhost", "-m", "ansible.builtin.debug",
+         "-a", "msg={{ ansible_ssh_private_key_file }}|{{ ansible_ssh_common_args }}"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg"), "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+             "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = {host: answer["msg"] for host, answer in json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"].items()}
+    key, args = seen["default"].split("|")
+    assert key == str(made / "private_key")
+    assert args.split() == ["-o", "StrictHostKeyChecking=accept-new", "-o", f"UserKnownHostsFile={made / 'known_hosts'}"]
+    # A VM not yet up has no key: the path SSH names says where it would be, and nothing falls back to Vagrant's own.
+    key, _ = seen["tuned"].split("|")
+    assert key == str(tmp_path / ".vagrant" / "machines" / "tuned" / "PROVIDER" / "private_key")
+    assert "insecure" not in result.stdout and "StrictHostKeyChecking=no" not in result.stdout
+    assert set(seen) == {"default", "tuned", "localhost"}
+
+
 def test_the_load_generators_vm_is_the_vagrantfiles_third_with_loadgen_set_and_the_inventorys_loadgen(monkeypatch,
                                                                                                      tmp_path):
     monkeypatch.delenv("LAB_VAGRANT_LOADGEN", raising=False)

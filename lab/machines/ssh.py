@@ -84,7 +84,9 @@ class SshBackend:
         return self._module(name, "ansible.builtin.command", json.dumps({"argv": argv}), argv, timeout)
 
     def _module(self, name: str, module: str, args: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-        env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        # no other callback than json: one the user's environment enables would print beside its document
+        env = {**{key: value for key, value in os.environ.items() if key != "ANSIBLE_CALLBACKS_ENABLED"},
+               "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
                "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
         try:
             result = subprocess.run([str(VENV / "bin" / "ansible"), name, "-i", str(self.inventory), "-m", module,
