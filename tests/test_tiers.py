@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,29 @@ def test_under_cis_limit_a_tier_this_host_never_ran_is_judged_by_its_measured_ti
     # the host's own record, once there is one, is what counts
     (tmp_path / "host" / "tiers-last.json").write_text(json.dumps({"vm": 100}))
     assert tiers.run(plan, make=("sh", "-c"), deadline_s=2000) == 0 and ran.read_text().split()[-1] == "vm"
+
+
+def test_under_cis_limit_a_tier_that_runs_past_what_is_left_is_stopped_cleans_up_and_is_said(tiers, tmp_path, capsys,
+                                                                                              monkeypatch):
+    # known to take 1 s here, it takes 60: stopped at the deadline, its own cleanup (the VM test's trap) given time
+    ran = tmp_path / "ran"
+    monkeypatch.setattr(tiers, "STOP_GRACE_S", 1)
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "tiers-last.json").write_text(json.dumps({"vm": 1}))
+    slow = f"trap 'echo cleaned >> {ran}; exit 143' TERM; echo vm >> {ran}; sleep 60 & wait"
+    plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)), tiers.Tier("vm", 100, (slow,)))
+    began = time.monotonic()
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=4) == 0      # CI goes on: nothing failed, one tier stopped
+    assert time.monotonic() - began < 10
+    assert ran.read_text().split() == ["build", "vm", "cleaned"]
+    out = capsys.readouterr().out
+    assert re.search(r"tiers: vm: STOPPED: stopped after [23] s, at what was left of CI's 5400 s; run it alone", out)
+    assert re.search(r"^  vm +STOPPED: stopped after", out, re.M)
+    # remembered as at least that long: with as little left next time, it is not started
+    assert json.loads((tmp_path / "host" / "tiers-last.json").read_text())["vm"] >= 2
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=2) == 0 and ran.read_text().split()[-1] == "build"
+    # a tier that ignores SIGTERM is killed after the grace
+    stubborn = tiers.Tier("vm", 100, (f"trap '' TERM; echo stubborn >> {ran}; sleep 60",))
+    (tmp_path / "host" / "tiers-last.json").write_text(json.dumps({"vm": 1}))
+    began = time.monotonic()
+    assert tiers.run((stubborn,), make=("sh", "-c"), deadline_s=3) == 0 and time.monotonic() - began < 10
