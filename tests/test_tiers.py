@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -129,3 +130,12 @@ def test_under_cis_limit_a_tier_that_runs_past_what_is_left_is_stopped_cleans_up
     (tmp_path / "host" / "tiers-last.json").write_text(json.dumps({"vm": 1}))
     began = time.monotonic()
     assert tiers.run((stubborn,), make=("sh", "-c"), deadline_s=3) == 0 and time.monotonic() - began < 10
+
+
+def test_at_a_terminal_a_tier_stays_in_its_callers_process_group_so_ctrl_c_reaches_it(tiers, tmp_path):
+    group = tmp_path / "group"
+    plan = (tiers.Tier("build", 100, (f"ps -o pgid= -p $$ > {group}",)),)
+    assert tiers.run(plan, make=("sh", "-c")) == 0
+    assert int(group.read_text()) == os.getpgrp()
+    assert tiers.run(plan, make=("sh", "-c"), deadline_s=600) == 0      # under CI's limit: a group of its own
+    assert int(group.read_text()) != os.getpgrp()

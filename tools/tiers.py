@@ -92,7 +92,8 @@ def remember(name: str, seconds: float) -> None:
 def run_within(argv: list[str], limit_s: float | None) -> int | None:
     """argv's exit status; None when it ran past limit_s and was stopped (its process group: make and what it runs
     get SIGTERM, then STOP_GRACE_S to clean up, then SIGKILL)."""
-    with subprocess.Popen(argv, cwd=REPO, start_new_session=True) as process:
+    # a group of its own only under a limit (CI): at a terminal, Ctrl-C must still reach make and what it runs
+    with subprocess.Popen(argv, cwd=REPO, start_new_session=limit_s is not None) as process:
         try:
             return process.wait(timeout=None if limit_s is None else max(limit_s, 0))
         except subprocess.TimeoutExpired:
@@ -120,7 +121,8 @@ def run(tiers: tuple[Tier, ...] = TIERS, make: tuple[str, ...] = ("make", "--no-
         left = None if deadline_s is None else deadline_s - (time.monotonic() - began)
         if failed:
             timings.append(Timing(tier.name, tier.budget_s, None, None, "an earlier tier failed"))
-        elif left is not None and (known := last.get(tier.name, tier.measured_s)) is not None and known > left:
+        elif (left is not None and (known := last.get(tier.name, tier.measured_s)) is not None
+              and known > left - STOP_GRACE_S):
             took = (f"it took {known:.0f} s on this host last time" if tier.name in last else
                     f"it takes about {known:.0f} s (measured on this project's machine; no record on this host)")
             why = f"{took}, and {left:.0f} s were left of CI's {CI_LIMIT_S} s; run it alone: make {' '.join(tier.targets)}"
