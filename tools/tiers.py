@@ -71,7 +71,8 @@ class Timing:
     budget_s: int
     seconds: float | None    # None: not run
     status: int | None
-    not_run: str | None = None   # why it was not run
+    not_run: str | None = None   # why it was not run, or did not finish
+    stopped: bool = False        # started, then stopped at what was left of CI's limit
 
 
 def last_times() -> dict[str, float]:
@@ -137,7 +138,7 @@ def run(tiers: tuple[Tier, ...] = TIERS, make: tuple[str, ...] = ("make", "--no-
                 why = (f"stopped after {took:.0f} s, at what was left of CI's {CI_LIMIT_S} s; "
                        f"run it alone: make {' '.join(tier.targets)}")
                 print(f"tiers: {tier.name}: STOPPED: {why}", flush=True)
-                timings.append(Timing(tier.name, tier.budget_s, None, None, why))
+                timings.append(Timing(tier.name, tier.budget_s, None, None, why, stopped=True))
                 remember(tier.name, took)       # at least that long: next time it is not started with less left
             else:
                 failed = status
@@ -184,8 +185,7 @@ def report() -> None:
     total = 0.0
     for t in timings:
         if t.seconds is None:
-            said = "STOPPED" if (t.not_run or "").startswith("stopped") else "NOT RUN"
-            print(f"  {t.name:<18} {said}: {t.not_run or 'an earlier tier failed'}")
+            print(f"  {t.name:<18} {'STOPPED' if t.stopped else 'NOT RUN'}: {t.not_run or 'an earlier tier failed'}")
             continue
         total += t.seconds
         over = "" if t.seconds <= t.budget_s else f"  OVER by {t.seconds - t.budget_s:.0f} s"
