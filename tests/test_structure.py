@@ -21,7 +21,8 @@ LAB = REPO / "lab"
 STORED_RUN = REPO / "tests" / "fixtures" / "run-local-tiny"
 # Its summary (GC logs parsed by the regex; the run folder's own path written RUN): as the code before
 # the restructuring computed it, then regenerated when a definition changed on purpose (JMeter's
-# percentiles, the detected steady state, the verdict), each time with its diff read.
+# percentiles, the detected steady state, the verdict), each time with its diff read: by
+# `.venv/bin/python -m tools.stored_runs summaries`, with the other stored runs (tests/test_stored_runs.py).
 STORED_SUMMARY = REPO / "tests" / "fixtures" / "run-local-tiny.summary.json"
 # Values the roles set and the manifest carries: never written again in lab/.
 WIRING = [r"\b8081\b", r"\b44321\b", r"\b9090\b", r"/svc/camel/mock", r"\bcamellab\b"]
