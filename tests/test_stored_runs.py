@@ -16,6 +16,8 @@ from lab.runfolder import RunFolder
 from tools import stored_runs
 from tools.stored_runs import STORED, StoredRun, comparable, figures
 
+FIXTURES = stored_runs.FIXTURES
+
 pytestmark = pytest.mark.fast
 
 MACHINES = ("default", "tuned")
@@ -107,3 +109,23 @@ def test_a_trimmed_run_that_gives_other_figures_is_not_stored(tmp_path: Path, mo
     with pytest.raises(SystemExit, match="the trimmed folder gives other figures than the run did; nothing stored"):
         stored_runs.store(tiny, run)
     assert not (tmp_path / "fixtures").exists()
+
+
+def test_summaries_writes_again_the_summary_whose_figures_moved_and_leaves_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tiny, settled = stored_runs.by_name("tiny"), stored_runs.by_name("settled")
+    monkeypatch.setattr(stored_runs, "FIXTURES", tmp_path)
+    monkeypatch.setattr(stored_runs, "STORED", (tiny, settled))
+    for stored in (tiny, settled):          # the stored ones, copied where FIXTURES now points
+        shutil.copytree(FIXTURES / stored.folder.name, stored.folder)
+        shutil.copy(FIXTURES / stored.summary.name, stored.summary)
+    moved = json.loads(tiny.summary.read_text())
+    moved["machines"]["default"]["load"]["samples"] += 1         # as if a definition had changed since
+    tiny.summary.write_text(json.dumps(moved, indent=2) + "\n")
+    untouched = settled.summary.read_text()
+    assert stored_runs.summaries() == 0
+    printed = capsys.readouterr().out
+    assert '"samples":' in printed and "stored_runs: settled: the same figures" in printed
+    assert comparable(json.loads(tiny.summary.read_text())) == comparable(
+        json.loads((FIXTURES / tiny.summary.name).read_text()))
+    assert settled.summary.read_text() == untouched

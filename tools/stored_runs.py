@@ -5,6 +5,7 @@ their summaries written by the lab's analysis. Never edited by hand.
 
     .venv/bin/python -m tools.stored_runs record NAME [NAME ...]   (./start.sh up first) runs each NAME's command on
                                                                    the lab that is up and stores what it wrote
+    .venv/bin/python -m tools.stored_runs store NAME RUN_DIR        stores a run folder made with NAME's command
     .venv/bin/python -m tools.stored_runs summaries                every stored run's summary again, after a definition
                                                                    changed on purpose; prints which figures changed
     .venv/bin/python -m tools.stored_runs list                     the stored runs and the command of each
@@ -211,21 +212,26 @@ def record(stored: StoredRun) -> None:
 
 
 def summaries() -> int:
-    """Every stored run's summary again, from a copy of its folder; what changed printed, to be read."""
+    """Every stored run's summary again, from a copy of its folder, written where a figure moved (with the diff printed,
+    to be read); one whose figures are the same is left as it is."""
     for stored in STORED:
         if not stored.folder.is_dir():
             print(f"stored_runs: {stored.name}: not recorded yet (record {stored.name})")
             continue
+        before = json.loads(stored.summary.read_text()) if stored.summary.is_file() else {}
         with tempfile.TemporaryDirectory(prefix="stored-run-") as scratch:
             copy = Path(scratch) / stored.folder.name
             shutil.copytree(stored.folder, copy)
             got = figures(copy)
-            if repeated.is_repeated(copy):      # the trials' summaries, as figures() wrote them
-                for trial in RunFolder(copy).trials():
-                    shutil.copy(trial.summary_json, RunFolder(stored.folder).trial(int(trial.root.name)).summary_json)
-        before = json.loads(stored.summary.read_text()) if stored.summary.is_file() else {}
-        differ = _changes(before, got)
-        stored.summary.write_text(json.dumps(got, indent=2) + "\n")
+            # a repeated run's trials too: as figures() wrote them into the copy, against those stored
+            trials = [(trial.summary_json, RunFolder(stored.folder).trial(int(trial.root.name)).summary_json)
+                      for trial in RunFolder(copy).trials()]
+            differ = _changes(before, got) + [line for new, kept in trials for line in _changes(
+                json.loads(kept.read_text()) if kept.is_file() else {}, json.loads(new.read_text()))]
+            if differ:
+                for new, kept in trials:
+                    shutil.copy(new, kept)
+                stored.summary.write_text(json.dumps(got, indent=2) + "\n")
         print(f"stored_runs: {stored.name}: " + ("\n".join(differ) if differ else "the same figures"))
     return 0
 
