@@ -44,7 +44,7 @@ def test_a_stored_run_gives_the_summary_stored_beside_it(stored: StoredRun, tmp_
         assert comparable(json.loads(trial.summary_json.read_text())) == comparable(json.loads(kept.read_text()))
 
 
-def test_the_settled_run_compares_steady_states() -> None:
+def test_the_settled_run_compares_steady_states_and_is_valid() -> None:
     summary = _stored("settled")
     for machine in MACHINES:
         load = summary["machines"][machine]["load"]
@@ -52,6 +52,7 @@ def test_the_settled_run_compares_steady_states() -> None:
         assert load["throughput_rps"] > 0 and load["samples"] < load["all"]["samples"]     # the window, not all
     row = next(r for r in summary["comparison"] if r["key"] == "throughput_rps")
     assert row["ratio"] == pytest.approx(row["tuned"] / row["default"], rel=1e-3)
+    assert summary["verdict"]["verdict"] == "valid" and summary["verdict"]["valid"], summary["verdict"]
 
 
 def test_the_repeated_run_gives_each_ratio_its_interval_over_both_trials() -> None:
@@ -60,6 +61,7 @@ def test_the_repeated_run_gives_each_ratio_its_interval_over_both_trials() -> No
     assert all(t["counted"] for t in summary["trials"])
     row = next(r for r in summary["comparison"] if r["key"] == "throughput_rps")
     assert row["trials"] == 2 and row["low"] <= row["ratio"] <= row["high"], row
+    assert summary["verdict"]["valid"] and summary["verdict"]["sentence"].startswith("Valid: all 2 trials settled")
 
 
 def test_the_capacity_run_finds_each_machines_knee_and_their_ratio() -> None:
