@@ -78,7 +78,7 @@ STORED = (
               "two trials, every ratio with its interval", ("--memory", "whole")),
     StoredRun("capacity", ("capacity", "--start-rate", "100", "--step-rate", "150", "--step-length", "5",
                            "--warmup", "15", "--resolution", "150", "--max-rate", "1300", "--schedule", "parallel"),
-              "an open model stepped past each machine's knee: each capacity and their ratio"),
+              "an open model stepped past each machine's knee: each capacity and their ratio", ("--memory", "vm")),
 )
 
 
