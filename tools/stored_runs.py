@@ -131,6 +131,11 @@ def metrics_read() -> Iterator[set[str]]:
         pcp.pmrep_csv = original
 
 
+# What the lab writes again from the rest of a run folder (its runfolder.py names them): never stored.
+_written_again = shutil.ignore_patterns(RunFolder(RUNS).report_dir.name, RunFolder(RUNS).series_json.name,
+                                       RunFolder(RUNS).jmeter.dashboard_scratch("default").name)
+
+
 def _archives(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("pcp") if p.is_dir() and p.parent.parent.name == "machines")
 
@@ -141,8 +146,8 @@ def trim(source: Path, target: Path, metrics: set[str]) -> None:
     extract = pcp._pcp_tool("pmlogextract")
     if not extract:
         raise SystemExit("stored_runs: pmlogextract not found (apt-get install pcp)")
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("report", "series.json", "dashboard-tmp"))
-    (target / "summary.json").unlink(missing_ok=True)
+    shutil.copytree(source, target, ignore=_written_again)
+    RunFolder(target).summary_json.unlink(missing_ok=True)
     for dashboard in target.rglob("dashboard"):
         for path in dashboard.iterdir():
             if path.name != "index.html":
@@ -179,7 +184,7 @@ def store(stored: StoredRun, run_dir: Path) -> None:
     """The run folder trimmed into the fixtures, once it gives the summary the untrimmed one gave."""
     with tempfile.TemporaryDirectory(prefix="stored-run-") as scratch:
         whole = Path(scratch) / stored.folder.name
-        shutil.copytree(run_dir, whole, ignore=shutil.ignore_patterns("report", "series.json"))
+        shutil.copytree(run_dir, whole, ignore=_written_again)
         with metrics_read() as metrics:
             untrimmed = figures(whole)
         trimmed = Path(scratch) / "trimmed" / stored.folder.name
