@@ -96,6 +96,10 @@ def observe(backend: Backend, name: str) -> dict:
     observed["gc"] = jvm.get("gc")
     observed["heap_max_bytes"] = jvm.get("heapMaxBytes")
     observed["jvm_memory_limit_bytes"] = jvm.get("memoryLimitBytes")
+    # C1 only where the machines run under software emulation (group_vars/lab_machines.yml), else HotSpot's tiers
+    arguments = jvm.get("inputArguments")
+    observed["jit"] = None if arguments is None else (
+        "C1 only" if "-XX:TieredStopAtLevel=1" in arguments else "tiered")
     observed["async_logging"] = info.get("logging", {}).get("async")
     pool = info.get("backend", {})
     observed["backend_pool_per_route"] = pool.get("connectionsPerRoute")

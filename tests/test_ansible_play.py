@@ -50,6 +50,21 @@ def test_every_inventory_runs_the_same_playbook_on_default_and_tuned(inventory):
     assert sorted(json.loads(listed.stdout)["lab_machines"]["hosts"]) == ["default", "tuned"]
 
 
+@pytest.mark.parametrize(("inventory", "driver", "jit"), [
+    ("vagrant/hosts.yml", "qemu", "-XX:TieredStopAtLevel=1"), ("vagrant/hosts.yml", "kvm", ""),
+    ("vagrant/hosts.yml", None, ""), ("local/hosts.yml", "qemu", "")])
+def test_the_jvms_compile_with_c1_only_on_vagrant_vms_under_software_emulation_alone(inventory, driver, jit):
+    env = {key: value for key, value in ENV.items() if key != "LAB_LIBVIRT_DRIVER"}
+    result = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(ANSIBLE / "inventories" / inventory), "--playbook-dir",
+                             str(ANSIBLE), "lab_machines", "-m", "ansible.builtin.debug", "-a", "var=camel_app_jit_options",
+                             "-o"], cwd=ANSIBLE, env={**env, **({"LAB_LIBVIRT_DRIVER": driver} if driver else {})},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = dict(re.findall(r"^(\w+) \| SUCCESS => (\{.*\})$", result.stdout, re.M))
+    assert {machine: json.loads(text)["camel_app_jit_options"] for machine, text in said.items()} == {
+        "default": jit, "tuned": jit}, result.stdout
+
+
 # ------------------------------------------------------------------------------------- the preflight
 
 def preflight(tmp_path, *args: str) -> subprocess.CompletedProcess:
