@@ -311,8 +311,7 @@ def run_line_up(typed: list[str], worse_pct: float | None) -> int:
 def show_status(backend: Backend, as_json: bool) -> int:
     given = given_knobs.given()
     report = {"backend": backend.name, "note": backend.emulation_note,
-              "machines": {name: {**status.observe(backend, name),
-                                  "given_knobs": given[name].as_json() if name in given else None}
-                           for name in MACHINES}}
+              "machines": {name: {**observed, "given_knobs": given[name].as_json() if name in given else None}
+                           for name, observed in status.observe_all(backend, MACHINES).items()}}
     print(json.dumps(report, indent=2) if as_json else status.describe(report))
     return 0

@@ -85,7 +85,7 @@ def run(backend: Backend, profile: load.Profile, schedule: str | None = None, re
 def check_machines(backend: Backend) -> dict:
     """What each machine runs (status), once both answer through HTTPD; StepFailed naming those that do not."""
     with step("Checking both machines answer"):
-        observed = {name: status.observe(backend, name) for name in MACHINES}
+        observed = status.observe_all(backend, MACHINES)
         down = [f"{name} ({m['url']} -> {m.get('http_status')})" for name, m in observed.items()
                 if m.get("http_status") != 200]
         if down:

@@ -63,7 +63,7 @@ def up(backend: Backend, inventory: Path | None, host: HostLab, only: str | None
         info("changed: " + ", ".join(f"{name} {result.changed.get(name, '?')}" for name in hosts)
              + f"; full log: {result.log}")
     with step("Checking each machine answers through HTTPD"):
-        machines = {name: status.observe(backend, name) for name in MACHINES if only in (None, name)}
+        machines = status.observe_all(backend, (name for name in MACHINES if only in (None, name)))
         broken = [f"{name}: {m['url']} -> {m.get('http_status')}" for name, m in machines.items()
                   if m.get("http_status") != 200]
         if broken:

@@ -47,3 +47,14 @@ def test_commands_reach_a_machine_through_ansible_and_come_back_as_json(tmp_path
     from lab.machines.ssh import SshBackend
     answer = SshBackend(local_connection_inventory(tmp_path / "hosts.yml")).run_in("tuned", ["sh", "-c", "echo from the machine; echo oops >&2; exit 3"])
     assert (answer.returncode, answer.stdout, answer.stderr) == (3, "from the machine", "oops")
+
+
+def test_both_machines_are_observed_at_once_and_reported_in_the_order_asked(monkeypatch) -> None:
+    # On a VM each read is an SSH round trip of seconds: one machine's reads must not wait for the other's.
+    import threading
+    both = threading.Barrier(2, timeout=10)     # broken (an error) when one machine is observed after the other
+    monkeypatch.setattr(status, "observe", lambda backend, name: both.wait() is not None and {"url": name})
+    assert list(status.observe_all(object(), ["tuned", "default"]).items()) == [
+        ("tuned", {"url": "tuned"}), ("default", {"url": "default"})]
+    monkeypatch.setattr(status, "observe", lambda backend, name: {"url": name})
+    assert status.observe_all(object(), iter(["tuned"])) == {"tuned": {"url": "tuned"}}     # up --only tuned
