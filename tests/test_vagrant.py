@@ -204,6 +204,35 @@ def test_one_vagrant_status_answers_for_both_vms(monkeypatch, tmp_path):
     assert len(calls) == 2
 
 
+@pytest.mark.fast
+def test_both_vms_asked_at_once_wait_for_one_vagrant_status(monkeypatch, tmp_path):
+    # lab/status.py observes both machines at once: the second question waits for the first one's `vagrant status`
+    # (two at once, the VM test once had a running VM taken for absent).
+    import threading
+    import time
+    (tmp_path / "vagrant").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "vagrant").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    running, calls = [], []
+
+    def fake_vagrant(*args, **kwargs):
+        running.append(args)
+        calls.append(len(running))      # how many ran at once
+        time.sleep(0.3)
+        running.pop()
+        return subprocess.CompletedProcess(args, 0, "1,default,state,running\n1,tuned,state,running\n", "")
+    vagrant_backend = VagrantBackend()
+    monkeypatch.setattr(vagrant_backend, "_vagrant", fake_vagrant)
+    answers: dict[str, bool] = {}
+    threads = [threading.Thread(target=lambda n=name: answers.update({n: vagrant_backend.exists(n)}))
+               for name in ("default", "tuned")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == {"default": True, "tuned": True} and calls == [1]
+
+
 def _cpuinfo(tmp_path: Path, flags: str) -> Path:
     path = tmp_path / "cpuinfo"
     path.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\nflags\t\t: fpu sse2 {flags}\n")

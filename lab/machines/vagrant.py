@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +47,9 @@ class VagrantBackend(SshBackend):
         super().__init__(vagrant_inventory())
         self._states: dict[str, str] = {}
         self._states_read_at = float("-inf")
+        # Both machines are observed at once (lab/status.py): one `vagrant status` for both, never two at a time
+        # (two at once in the VM test, one came back without the states, and a running VM was taken for absent).
+        self._states_lock = threading.Lock()
 
     def _vagrant(self, *args: str, log: str | None = None, timeout: float = 3600) -> subprocess.CompletedProcess:
         result = subprocess.run(["vagrant", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
@@ -71,10 +75,11 @@ class VagrantBackend(SshBackend):
 
     def exists(self, name: str) -> bool:
         # One `vagrant status` (2-3 s) answers for both VMs: reused for a few seconds, as status asks per VM.
-        if time.monotonic() - self._states_read_at > 10:
-            self._states = vagrant_states(self._vagrant("status", "--machine-readable", timeout=120).stdout)
-            self._states_read_at = time.monotonic()
-        return self._states.get(name) == "running"
+        with self._states_lock:
+            if time.monotonic() - self._states_read_at > 10:
+                self._states = vagrant_states(self._vagrant("status", "--machine-readable", timeout=120).stdout)
+                self._states_read_at = time.monotonic()
+            return self._states.get(name) == "running"
 
 
 def vagrant_inventory(vagrant_dir: Path = REPO / ".vagrant") -> Path:
