@@ -58,8 +58,9 @@ TIERS = (
     Tier("install and build", 300, ("deps", "vm-deps", "test-app")),
     Tier("fast tests", 150, ("lint", "test-mock", "test-fast")),
     Tier("integration", 1500, ("test-integration",)),
-    # 1,302 s here on 2026-12-05 with its box cached (both VMs booted in 175 s, provisioned under emulation in 605 s,
-    # status 22 s, the tuned VM provisioned again in 271 s, the quick run 187 s); building the box adds 210-400 s.
+    # 1,229 s here on 2026-12-06 with its box cached (both VMs booted in 159 s, provisioned under emulation in 533 s,
+    # their JVMs compiling with C1 only; status 19 s, the tuned VM provisioned again in 298 s, the quick run 202 s);
+    # building the box adds 210-400 s.
     # Another host of this kind took 3,000 s (2026-11-29): one that runs past CI's limit is stopped, not CI.
     Tier("VM test", 750, ("test-vagrant",), measured_s=1700),
 )
