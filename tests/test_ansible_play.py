@@ -383,3 +383,32 @@ def test_the_lab_role_never_takes_over_an_account_it_did_not_make(tmp_path):
         user, group = cases[case]
         assert f"lab_user {user} or lab_group {group} names an account or group this host already has" in result.stdout
     assert subprocess.run(["getent", "passwd", "camellab-test-none"], capture_output=True).returncode != 0
+
+
+def test_the_provisioning_plays_run_a_machines_tasks_in_one_python_and_its_package_tasks_in_the_inventorys(tmp_path):
+    # site.yml's provisioning plays run with Mitogen: one Python on each machine for the whole play, so two tasks'
+    # commands have the same parent (Ansible's own strategy gives each task a Python of its own). The local
+    # inventory's interpreter has the apt bindings: the package task runs in it (the venv's Python has none, and
+    # Mitogen cannot start another). The first play, which meets each machine, keeps Ansible's own strategy.
+    site = _yaml(ANSIBLE / "site.yml")
+    strategies = {play["name"]: play.get("strategy") for play in site}
+    assert list(strategies.values()) == [None, "mitogen_linear", "mitogen_linear"], strategies
+    interpreter = _yaml(LOCAL_INVENTORY)["lab_machines"]["vars"]["ansible_python_interpreter"]
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"machine": {}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": interpreter}}}))
+    parent = {"ansible.builtin.command": "sh -c 'echo $PPID'", "changed_when": False}
+    play = tmp_path / "one-python.yml"
+    play.write_text(yaml.safe_dump([{"name": "One Python", "hosts": "all", "gather_facts": False,
+                                     "strategy": site[1]["strategy"], "tasks": [
+        {"name": "Read the first task's parent", **parent, "register": "first"},
+        {"name": "Read the second task's parent", **parent, "register": "second"},
+        {"name": "Check Python is there as a package", "ansible.builtin.apt": {"name": "python3", "state": "present"},
+         "check_mode": True},
+        {"name": "Show both parents", "ansible.builtin.debug": {"msg": "parents {{ first.stdout }} {{ second.stdout }}"}},
+    ]}]))
+    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play)],
+                            capture_output=True, text=True, env=ENV, cwd=ANSIBLE, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    parents = re.search(r"msg: parents (\d+) (\d+)", result.stdout)
+    assert parents and parents[1] == parents[2], result.stdout[-2000:]

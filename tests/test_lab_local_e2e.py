@@ -833,7 +833,8 @@ def engine_host(status, tmp_path) -> Iterator[tuple[Path, local.Machine]]:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({**machines, "loadgen": {"hosts": {"engine1": {
         "ansible_host": "127.0.0.1", "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}", "lab_service_manager": "supervisord",
+        "ansible_python_interpreter": machines["lab_machines"]["vars"]["ansible_python_interpreter"],
+        "lab_service_manager": "supervisord",
         "lab_home": str(host.root)}}}}))
     try:
         yield inventory, host

@@ -67,3 +67,11 @@ def test_a_callback_enabled_in_the_users_environment_does_not_garble_what_the_la
     monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks")
     result = backend.run_in("tuned", ["echo", "the machine's answer"])
     assert (result.returncode, result.stdout) == (0, "the machine's answer"), result
+
+
+def test_a_read_runs_with_ansibles_own_strategy_one_python_for_its_one_command(machine):
+    # Mitogen runs site.yml's provisioning plays only: for one command its start on a machine costs more than it
+    # saves. A read's command is the child of the module's own Python (AnsiballZ), not of Mitogen's interpreter.
+    backend, _ = machine
+    result = backend.run_in("tuned", ["sh", "-c", "tr '\\0' ' ' < /proc/$PPID/cmdline"])
+    assert result.returncode == 0 and "AnsiballZ_command" in result.stdout, result
