@@ -58,9 +58,8 @@ TIERS = (
     Tier("install and build", 300, ("deps", "vm-deps", "test-app")),
     Tier("fast tests", 150, ("lint", "test-mock", "test-fast")),
     Tier("integration", 1500, ("test-integration",)),
-    # 1,229 s here on 2026-12-06 with its box cached (both VMs booted in 159 s, provisioned under emulation in 533 s,
-    # their JVMs compiling with C1 only; status 19 s, the tuned VM provisioned again in 298 s, the quick run 202 s);
-    # building the box adds 210-400 s.
+    # 1,007 s here on 2026-12-06, 238 s of it building the box (both VMs booted in 199 s, provisioned under emulation
+    # in 226 s with Mitogen, 533 s without; status 23 s, the tuned VM provisioned again in 92 s, the quick run 199 s).
     # Another host of this kind took 3,000 s (2026-11-29): one that runs past CI's limit is stopped, not CI.
     Tier("VM test", 750, ("test-vagrant",), measured_s=1700),
 )
