@@ -292,8 +292,9 @@ def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple
 
 def _start_recording(backend: Backend, measured: _Measured, order: tuple[str, ...]) -> None:
     with step(f"Starting PCP's logger on {_both(order)}"):
-        # Both machines at once: supervisord waits out each logger's start (3 s) before it answers. Each counts as
-        # recording from here, so that whatever happens its logger is stopped (a stopped one stops again harmlessly).
+        # Both machines at once: supervisord waits out each logger's start (its startsecs, 1 s) before it answers.
+        # Each counts as recording from here, so that whatever happens its logger is stopped (a stopped one stops
+        # again harmlessly).
         measured.recording.extend(order)
         with ThreadPoolExecutor(max_workers=len(order)) as pool:
             started = pool.map(lambda name: evidence.start_recording(backend, name), order)

@@ -403,6 +403,79 @@ def test_a_machine_past_its_knee_gets_no_more_arrivals_while_the_other_loads_on(
     assert not jmeter_processes(tmp_path)
 
 
+def test_jmeter_told_to_stop_past_the_knee_ends_once_its_last_request_has(processes, tmp_path: Path) -> None:
+    # Every request takes 1.5 s, over the SLO's 1 s: two steps miss, the lab stops JMeter with requests in flight.
+    # Shutdown lets them end (none is cut), then StopTestNow ends JMeter at once: JMeter 5.6's open model never
+    # ends on Shutdown alone, so the lab waited out the whole grace (10 s) after each capacity run's last request.
+    from lab.load import processes as stopping
+    port = start_mock(processes, tmp_path / "mock", latency="fixed:1500")
+    steps = load.StepLoad(start_rps=10, step_rps=10, step_s=3, max_rps=60, warmup_s=3, connect_timeout_ms=1000,
+                          response_timeout_ms=3000)
+    result = load.run({"default": f"http://127.0.0.1:{port}"}, steps, tmp_path / "run", schedule="parallel",
+                      path="/data", progress_interval_s=1, dashboards=False)
+    assert list(result.ended_early) == ["default"] and not result.interrupted and result.problems == [], result
+    out = JMeterFolder(tmp_path / "run")
+    shutdown, stop_now = (_logged_at(out.log, f"Command: {command} received") for command in ("Shutdown", "StopTestNow"))
+    _, rows = read_results(result.results["default"])
+    ends = [(int(row["timeStamp"]) + int(row["elapsed"])) / 1000 for row in rows]
+    # requests were in flight when the lab said Shutdown, and each ended with its answer before StopTestNow
+    assert any(int(row["timeStamp"]) / 1000 < shutdown < end for row, end in zip(rows, ends, strict=True))
+    assert all(row["success"] == "true" and int(row["elapsed"]) >= 1500 for row in rows)
+    assert max(ends) <= stop_now + 0.1
+    # told as soon as they had, not at the grace's end
+    assert stop_now - shutdown < stopping.SHUTDOWN_GRACE_S / 2, (shutdown, stop_now)
+    assert not jmeter_processes(tmp_path)
+
+
+@pytest.mark.fast
+def test_stopping_jmeter_says_stop_test_now_once_its_samples_have_ended_else_at_the_graces_end(tmp_path, monkeypatch):
+    # A stand-in for JMeter's shutdown port that, like 5.6's open model, ends on StopTestNow only.
+    from lab.load import processes as stopping
+    script = tmp_path / "jmeter.py"
+    script.write_text("import socket\n"
+                      "port = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                      "port.bind(('127.0.0.1', 0))\n"
+                      "print(port.getsockname()[1], flush=True)\n"
+                      "while (command := port.recv(64).decode()) != 'StopTestNow':\n"
+                      "    print(command, flush=True)\n"
+                      "print(command, flush=True)\n")
+
+    def stopped(drained) -> list[str]:
+        popen = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+        assert popen.stdout is not None
+        problems: list[str] = []
+        stopping.stop_jmeter(popen, int(popen.stdout.readline()), problems, drained=drained)
+        assert popen.wait(timeout=5) == 0 and problems == []
+        return popen.stdout.read().split()
+
+    asked: list[float] = []
+    before = time.time() * 1000
+    assert stopped(lambda since_ms: asked.append(since_ms) or len(asked) == 3) == ["Shutdown", "StopTestNow"]
+    # asked until its samples had ended, each time about the moment Shutdown was sent
+    assert len(asked) == 3 and before <= asked[0] == asked[-1] <= time.time() * 1000
+    # samples that never end: StopTestNow once the grace is over
+    monkeypatch.setattr(stopping, "SHUTDOWN_GRACE_S", 0.6)
+    asked.clear()
+    assert stopped(lambda since_ms: bool(asked.append(since_ms))) == ["Shutdown", "StopTestNow"]
+    assert len(asked) >= 2
+
+
+@pytest.mark.fast
+def test_a_load_has_drained_once_a_sample_ended_after_shutdown_while_jmeter_ran_no_other_thread(tmp_path) -> None:
+    from lab.load.progress import _MachineProgress, drained
+    results = tmp_path / "results.csv"
+    results.write_text("timeStamp,elapsed,success,grpThreads,allThreads\n1000,50,true,3,4\n2000,30,true,1,2\n")
+    machine = _MachineProgress("default", results)
+    machine.start(0.0)
+    machine.poll(1.0)
+    assert machine.alone_ms is None                 # another thread still ran (the lab's watch, another group)
+    with results.open("a") as stream:
+        stream.write("2100,40,true,1,1\n2050,20,true,2,2\n")
+    assert drained([machine], 2140) and machine.alone_ms == 2140
+    assert not drained([machine], 2141)   # alone, but before Shutdown: arrivals may have come since
+
+
 def test_the_labs_own_jmeter_is_at_hand(tmp_path: Path) -> None:
     # ./start.sh jmeter [ARGS]: JMeter as the lab assembled it, run from the user's folder.
     result = subprocess.run([str(REPO / "start.sh"), "jmeter", "--version"], cwd=tmp_path, capture_output=True,
