@@ -427,6 +427,16 @@ def test_jmeter_told_to_stop_past_the_knee_ends_once_its_last_request_has(proces
     assert not jmeter_processes(tmp_path)
 
 
+def _progress(tmp_path: Path, csv_text: str, started: float):
+    """A machine's progress over a results file holding csv_text, started at that monotonic time."""
+    from lab.load.progress import _MachineProgress
+    results = tmp_path / "results.csv"
+    results.write_text(csv_text)
+    machine = _MachineProgress("default", results)
+    machine.start(started)
+    return machine, results
+
+
 @pytest.mark.fast
 def test_stopping_jmeter_says_stop_test_now_once_its_samples_have_ended_else_at_the_graces_end(tmp_path, monkeypatch):
     # A stand-in for JMeter's shutdown port that, like 5.6's open model, ends on StopTestNow only.
@@ -463,11 +473,9 @@ def test_stopping_jmeter_says_stop_test_now_once_its_samples_have_ended_else_at_
 
 @pytest.mark.fast
 def test_a_load_has_drained_once_a_sample_ended_after_shutdown_while_jmeter_ran_no_other_thread(tmp_path) -> None:
-    from lab.load.progress import _MachineProgress, drained
-    results = tmp_path / "results.csv"
-    results.write_text("timeStamp,elapsed,success,grpThreads,allThreads\n1000,50,true,3,4\n2000,30,true,1,2\n")
-    machine = _MachineProgress("default", results)
-    machine.start(0.0)
+    from lab.load.progress import drained
+    machine, results = _progress(tmp_path, "timeStamp,elapsed,success,grpThreads,allThreads\n1000,50,true,3,4\n"
+                                           "2000,30,true,1,2\n", 0.0)
     machine.poll(1.0)
     assert machine.alone_ms is None                 # another thread still ran (the lab's watch, another group)
     with results.open("a") as stream:
@@ -522,10 +530,7 @@ def test_the_dashboard_describes_every_sample_not_the_last_20000(tmp_path: Path)
 @pytest.mark.fast
 def test_a_finished_machines_line_keeps_the_rate_it_ran_at_not_its_drain(tmp_path) -> None:
     from lab.load.progress import _MachineProgress
-    results = tmp_path / "results.csv"
-    results.write_text("timeStamp,elapsed,success,grpThreads\n")
-    machine = _MachineProgress("default", results)
-    machine.start(100.0)
+    machine, results = _progress(tmp_path, "timeStamp,elapsed,success,grpThreads\n", 100.0)
 
     def arrive(count: int, elapsed_ms: int) -> None:
         with results.open("a") as stream:
