@@ -469,19 +469,27 @@ def test_stopping_jmeter_says_stop_test_now_once_its_samples_have_ended_else_at_
     asked.clear()
     assert stopped(lambda since_ms: bool(asked.append(since_ms))) == ["Shutdown", "StopTestNow"]
     assert len(asked) >= 2
+    # a results file it cannot read: the grace, as without it, and JMeter still stopped
+
+    def unreadable(since_ms: float) -> bool:
+        raise OSError("results.csv: Input/output error")
+    assert stopped(unreadable) == ["Shutdown", "StopTestNow"]
 
 
 @pytest.mark.fast
 def test_a_load_has_drained_once_a_sample_ended_after_shutdown_while_jmeter_ran_no_other_thread(tmp_path) -> None:
     from lab.load.progress import drained
     machine, results = _progress(tmp_path, "timeStamp,elapsed,success,grpThreads,allThreads\n1000,50,true,3,4\n"
-                                           "2000,30,true,1,2\n", 0.0)
-    machine.poll(1.0)
+                                           "2000,30,true,1,2\n", 100.0)
+    machine.poll(101.0)
     assert machine.alone_ms is None                 # another thread still ran (the lab's watch, another group)
+    running = (machine.requests_per_s, machine.p95_ms)
     with results.open("a") as stream:
         stream.write("2100,40,true,1,1\n2050,20,true,2,2\n")
     assert drained([machine], 2140) and machine.alone_ms == 2140
     assert not drained([machine], 2141)   # alone, but before Shutdown: arrivals may have come since
+    # its samples counted, its line's rate and p95 those it ran at, not the drain's
+    assert machine.samples == 4 and (machine.requests_per_s, machine.p95_ms) == running == (2.0, 50)
 
 
 def test_the_labs_own_jmeter_is_at_hand(tmp_path: Path) -> None:

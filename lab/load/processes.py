@@ -45,8 +45,11 @@ def _ended(popen: subprocess.Popen, seconds: float, drained: Callable[[float], b
     while time.monotonic() < deadline:
         if wait(popen, 0.2):
             return True
-        if drained(since_ms):
-            return False
+        try:
+            if drained(since_ms):
+                return False
+        except Exception:  # noqa: BLE001  (a results file it cannot read: the grace, as without it)
+            return wait(popen, max(0.0, deadline - time.monotonic()))
     return False
 
 
@@ -71,14 +74,15 @@ def stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str], pre
                 drained: Callable[[float], bool] | None = None) -> None:
     """JMeter's own shutdown (finish current samples), then StopTestNow, then SIGTERM, then SIGKILL.
 
-    drained(ms): whether every sample running at that time (epoch ms, when Shutdown was sent) has ended; then
-    StopTestNow follows at once. JMeter 5.6's Open Model Thread Group never ends on Shutdown alone (its graceful
+    drained(ms): whether every sample running at that time (epoch ms, just before Shutdown was sent) has ended;
+    then StopTestNow follows at once. JMeter 5.6's Open Model Thread Group never ends on Shutdown alone (its graceful
     stop leaves its thread pool open, and the engine waits for that pool): every capacity run waited out the whole
     grace, 3-7 s after its last sample had ended."""
     try:
         if popen.poll() is None:
+            since_ms = time.time() * 1000
             _send_command(udp_port, "Shutdown", prefix)
-            if _ended(popen, SHUTDOWN_GRACE_S, drained, time.time() * 1000):
+            if _ended(popen, SHUTDOWN_GRACE_S, drained, since_ms):
                 return
             _send_command(udp_port, "StopTestNow", prefix)
             if wait(popen, STOP_NOW_GRACE_S):

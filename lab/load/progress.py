@@ -84,7 +84,9 @@ class _MachineProgress:
     def start(self, now: float) -> None:
         self.state, self.started, self.last_poll = "running", now, now
 
-    def poll(self, now: float) -> None:
+    def poll(self, now: float, rate: bool = True) -> None:
+        """The records appended since the last poll counted; rate False: its rate and p95 left as they were (the
+        drain after Shutdown is not what it ran at)."""
         rows = self.tail.read()
         columns = self.tail.columns or {}
         elapsed_i, success_i, threads_i = columns.get("elapsed"), columns.get("success"), columns.get("grpThreads")
@@ -105,6 +107,8 @@ class _MachineProgress:
             self.watch.update(time.time() * 1000)
         if rows and threads_i is not None and threads_i < len(rows[-1]) and rows[-1][threads_i].isdigit():
             self.active_threads = int(rows[-1][threads_i])
+        if not rate:
+            return
         span = now - (self.last_poll or now)
         self.requests_per_s = len(rows) / span if span > 0.05 else self.requests_per_s
         self.p95_ms = percentile(sorted(interval), 95)
@@ -135,10 +139,11 @@ class _MachineProgress:
 
 def drained(machines: list[_MachineProgress], since_ms: float) -> bool:
     """Whether every sample running at since_ms (epoch ms) has ended: one that ended after it while JMeter ran no
-    other thread (its allThreads 1; no thread starts once JMeter was told to shut down)."""
+    other thread (its allThreads 1). For an open model's plan: its watch thread counts until Shutdown, and no
+    arrival starts after it."""
     now = time.monotonic()
     for machine in machines:
-        machine.poll(now)
+        machine.poll(now, rate=False)
     return any(machine.alone_ms is not None and machine.alone_ms >= since_ms for machine in machines)
 
 

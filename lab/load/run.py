@@ -260,9 +260,11 @@ def _run_phase(load: _Load, phase: list[_Target], own_log: bool) -> bool:
     phase_log = out.phase_log(phase[0].machine) if own_log else out.log
     command, entered = _phase_command(load, phase, phase_log, udp_port)
     machines = [load.progress[t.machine] for t in phase]
-    # An engine counts its own threads only: with engines, JMeter's Shutdown gets its whole grace
+    # Only an open model's plan, whose watch thread runs until Shutdown (a closed plan ends on Shutdown by itself,
+    # then starts its tearDown groups), and only here: an engine counts its own threads
+    watched = isinstance(load.profile, StepLoad) and not load.generator.engines
     stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered,
-                   drained=None if load.generator.engines else partial(drained, machines))
+                   drained=partial(drained, machines) if watched else None)
     popen = None
     try:
         with out.out.open("a") as stream:
