@@ -403,13 +403,14 @@ def test_a_machine_past_its_knee_gets_no_more_arrivals_while_the_other_loads_on(
     assert not jmeter_processes(tmp_path)
 
 
-def test_jmeter_told_to_stop_past_the_knee_ends_once_its_last_request_has(processes, tmp_path: Path) -> None:
-    # Every request takes 1.5 s, over the SLO's 1 s: two steps miss, the lab stops JMeter with requests in flight.
-    # Shutdown lets them end (none is cut), then StopTestNow ends JMeter at once: JMeter 5.6's open model never
-    # ends on Shutdown alone, so the lab waited out the whole grace (10 s) after each capacity run's last request.
-    from lab.load import processes as stopping
-    port = start_mock(processes, tmp_path / "mock", latency="fixed:1500")
-    steps = load.StepLoad(start_rps=10, step_rps=10, step_s=3, max_rps=60, warmup_s=3, connect_timeout_ms=1000,
+def test_jmeter_stopped_past_the_knee_keeps_every_request_it_sent_and_exits_cleanly(processes, tmp_path: Path) -> None:
+    # Every request takes 1.2 s, over the SLO's 1 s: two steps miss, the lab stops JMeter with requests in flight.
+    # Shutdown lets them end (none is cut), then StopTestNow ends JMeter (its open model never ends on Shutdown
+    # alone): at once when a last sample ended with no other thread running, else at the grace's end. JMeter then
+    # exits 0, not 1 (it checked its pool a few ms before the pool's idle threads had ended: "One or more test
+    # threads won't exit").
+    port = start_mock(processes, tmp_path / "mock", latency="fixed:1200")
+    steps = load.StepLoad(start_rps=10, step_rps=10, step_s=2, max_rps=60, warmup_s=2, connect_timeout_ms=1000,
                           response_timeout_ms=3000)
     result = load.run({"default": f"http://127.0.0.1:{port}"}, steps, tmp_path / "run", schedule="parallel",
                       path="/data", progress_interval_s=1, dashboards=False)
@@ -420,10 +421,8 @@ def test_jmeter_told_to_stop_past_the_knee_ends_once_its_last_request_has(proces
     ends = [(int(row["timeStamp"]) + int(row["elapsed"])) / 1000 for row in rows]
     # requests were in flight when the lab said Shutdown, and each ended with its answer before StopTestNow
     assert any(int(row["timeStamp"]) / 1000 < shutdown < end for row, end in zip(rows, ends, strict=True))
-    assert all(row["success"] == "true" and int(row["elapsed"]) >= 1500 for row in rows)
+    assert all(row["success"] == "true" and int(row["elapsed"]) >= 1200 for row in rows)
     assert max(ends) <= stop_now + 0.1
-    # told as soon as they had, not at the grace's end
-    assert stop_now - shutdown < stopping.SHUTDOWN_GRACE_S / 2, (shutdown, stop_now)
     assert not jmeter_processes(tmp_path)
 
 

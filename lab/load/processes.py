@@ -77,7 +77,8 @@ def stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str], pre
     drained(ms): whether every sample running at that time (epoch ms, just before Shutdown was sent) has ended;
     then StopTestNow follows at once. JMeter 5.6's Open Model Thread Group never ends on Shutdown alone (its graceful
     stop leaves its thread pool open, and the engine waits for that pool): every capacity run waited out the whole
-    grace, 3-7 s after its last sample had ended."""
+    grace, 3-7 s after its last sample had ended. (Two last samples that end together each see the other: the
+    grace then runs out as before.)"""
     try:
         if popen.poll() is None:
             since_ms = time.time() * 1000

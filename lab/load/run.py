@@ -41,6 +41,7 @@ ENGINE_PROPERTIES = {
     "jmeter.save.saveservice.print_field_names": "true",
     "jmeter.save.saveservice.timestamp_format": "ms",
     "jmeterengine.force.system.exit": "true",
+    "jmeterengine.stopfail.system.exit": "false",      # else an exit 1 after StopTestNow (jmeter/README.md)
     "summariser.interval": "10",
 }
 CSV_COLUMNS = ("timeStamp", "elapsed", "label", "responseCode", "responseMessage", "threadName", "dataType",
@@ -260,11 +261,9 @@ def _run_phase(load: _Load, phase: list[_Target], own_log: bool) -> bool:
     phase_log = out.phase_log(phase[0].machine) if own_log else out.log
     command, entered = _phase_command(load, phase, phase_log, udp_port)
     machines = [load.progress[t.machine] for t in phase]
-    # Only an open model's plan, whose watch thread runs until Shutdown (a closed plan ends on Shutdown by itself,
-    # then starts its tearDown groups), and only here: an engine counts its own threads
-    watched = isinstance(load.profile, StepLoad) and not load.generator.engines
-    stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered,
-                   drained=partial(drained, machines) if watched else None)
+    # Open models only (their watch counts until Shutdown: a closed plan ends then), no engines (each counts its own)
+    stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered, drained=partial(
+        drained, machines) if isinstance(load.profile, StepLoad) and not load.generator.engines else None)
     popen = None
     try:
         with out.out.open("a") as stream:
