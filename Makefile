@@ -47,13 +47,12 @@ test-app: deps $(TCNATIVE)
 	./mvnw -B -ntp -f app/modern/pom.xml package -Dmodern.java=$(MODERN_JAVA)
 
 # The tests not marked fast: the jar as a process behind a real HTTPD, the lab end to end (make test-fast: the rest).
-# Those that need no lab three at a time (a file to a worker: free ports and their own folders; mostly waiting on
-# fixed-length loads: 267 s against 316 s two at a time, four 253 s, the CPUs then busy), then the lab's, one at a
-# time: one lab per host.
+# Those that need no lab two at a time (a file to a worker: free ports and their own folders; mostly waiting on
+# fixed-length loads), then the lab's, one at a time: one lab per host.
 test-integration: deps $(TCNATIVE)
 	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
 	test -f $(MODERN_JAR) || ./mvnw -B -ntp -q -f app/modern/pom.xml package -DskipTests
-	$(PYTHON) -m pytest tests -m "not fast and not lab" -n 3 --dist loadfile --junitxml=$(JUNIT)/integration.xml
+	$(PYTHON) -m pytest tests -m "not fast and not lab" -n 2 --dist loadfile --junitxml=$(JUNIT)/integration.xml
 	$(PYTHON) -m pytest tests -m lab --junitxml=$(JUNIT)/lab.xml
 
 # Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~40 min).

@@ -7,8 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 
 KILL_GRACE_S = 5.0          # SIGTERM, then SIGKILL
 SHUTDOWN_GRACE_S = 10.0     # "Shutdown": threads finish their current sample
@@ -37,22 +35,6 @@ def kill(popen: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
             return
 
 
-def _ended(popen: subprocess.Popen, seconds: float, drained: Callable[[float], bool] | None, since_ms: float) -> bool:
-    """True if the process ended within seconds; False at once when drained(since_ms) says its samples have."""
-    if drained is None:
-        return wait(popen, seconds)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if wait(popen, 0.2):
-            return True
-        try:
-            if drained(since_ms):
-                return False
-        except Exception:  # noqa: BLE001  (a results file it cannot read: the grace, as without it)
-            return wait(popen, max(0.0, deadline - time.monotonic()))
-    return False
-
-
 def _send_command(port: int, command: str, prefix: list[str] | None = None) -> None:
     """One of JMeter's UDP commands to its loopback port; inside a machine's network when JMeter runs there."""
     if prefix:
@@ -70,20 +52,12 @@ def _send_command(port: int, command: str, prefix: list[str] | None = None) -> N
         pass
 
 
-def stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str], prefix: list[str] | None = None,
-                drained: Callable[[float], bool] | None = None) -> None:
-    """JMeter's own shutdown (finish current samples), then StopTestNow, then SIGTERM, then SIGKILL.
-
-    drained(ms): whether every sample running at that time (epoch ms, just before Shutdown was sent) has ended;
-    then StopTestNow follows at once. JMeter 5.6's Open Model Thread Group never ends on Shutdown alone (its graceful
-    stop leaves its thread pool open, and the engine waits for that pool): every capacity run waited out the whole
-    grace, 3-7 s after its last sample had ended. (Two last samples that end together each see the other: the
-    grace then runs out as before.)"""
+def stop_jmeter(popen: subprocess.Popen, udp_port: int, problems: list[str], prefix: list[str] | None = None) -> None:
+    """JMeter's own shutdown (finish current samples), then StopTestNow, then SIGTERM, then SIGKILL."""
     try:
         if popen.poll() is None:
-            since_ms = time.time() * 1000
             _send_command(udp_port, "Shutdown", prefix)
-            if _ended(popen, SHUTDOWN_GRACE_S, drained, since_ms):
+            if wait(popen, SHUTDOWN_GRACE_S):
                 return
             _send_command(udp_port, "StopTestNow", prefix)
             if wait(popen, STOP_NOW_GRACE_S):

@@ -26,7 +26,7 @@ from lab.load.openmodel import StepLoad, StepWatch
 from lab.load.openplan import open_plan
 from lab.load.processes import kill, stop_jmeter
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
-from lab.load.progress import _MachineProgress, drained
+from lab.load.progress import _MachineProgress
 from lab.load.targets import _parse_targets, _Target
 from lab.names import MACHINES
 from lab.placement import cpulist, parse_cpulist
@@ -260,11 +260,9 @@ def _run_phase(load: _Load, phase: list[_Target], own_log: bool) -> bool:
     out, problems = load.out, load.problems
     phase_log = out.phase_log(phase[0].machine) if own_log else out.log
     command, entered = _phase_command(load, phase, phase_log, udp_port)
-    machines = [load.progress[t.machine] for t in phase]
-    # Open models only (their watch counts until Shutdown: a closed plan ends then), no engines (each counts its own)
-    stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered, drained=partial(
-        drained, machines) if isinstance(load.profile, StepLoad) and not load.generator.engines else None)
+    stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered)
     popen = None
+    machines = [load.progress[t.machine] for t in phase]
     try:
         with out.out.open("a") as stream:
             # With engines, in the keystore's folder: rmi.properties names it without one (lab/load/engines.py)
