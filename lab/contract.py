@@ -281,6 +281,9 @@ class Generator(TypedDict, total=False):
     target: str
     text: str
     basis: str
+    measured_at: float          # its first request (epoch s)
+    copied_from: str            # copied from this run's measurement (lab/generator.py), when it was
+    copied: str                 # that, said
 
 
 class CapacityComparison(TypedDict):

@@ -3,9 +3,13 @@ loadgen), or the backend's network of the load generator's own for this host's J
 host's own; and before a capacity run's load, what that generator can send here (lab/load/ceiling.py)."""
 from __future__ import annotations
 
+import json
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
+from pathlib import Path
 
 from lab.analysis import capacity
 from lab.errors import LabError
@@ -14,7 +18,12 @@ from lab.load.engines import Engines
 from lab.load.network import ClientNetwork
 from lab.machines.protocol import Backend
 from lab.progress import info, step
-from lab.runfolder import RunFolder
+from lab.runfolder import RUNS, RunFolder
+
+# A ceiling measured this recently by the same generator (its network and CPUs) with the same steps is still this
+# host's: a later capacity run copies it, raw results included, rather than spending half a minute measuring it again
+# (CI's lab tests measured it four times in 16 minutes, three of them with the same steps: at least 1,200 req/s each).
+REUSE_S = 1800
 
 
 @contextmanager
@@ -34,16 +43,15 @@ def load_generator(backend: Backend, targets: list[tuple[str, int]], mode: dict,
 
 
 def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: StepLoad, folder: RunFolder,
-                    cpus: str | None, problems: list[str], measured_in: RunFolder | None = None) -> None:
+                    cpus: str | None, problems: list[str], measured_in: RunFolder | None = None,
+                    runs: Path = RUNS) -> None:
     """What the load generator can send here, before the machines' load: the line a capacity run's steps are set
     against, into folder's jmeter/generator/. Where it cannot be measured the run goes on without it, saying why in
     problems. measured_in: a run of the same series (a tune's first configuration) that measured it already on this
-    host: its measurement is copied in (raw results included) rather than taken again."""
+    host: its measurement is copied in (raw results included) rather than taken again; as is, without one, the newest
+    in runs/ taken by the same generator with the same steps in the last REUSE_S (recent())."""
     if measured_in is not None and capacity.ceiling_measured(measured_in.jmeter.generator):
-        shutil.copytree(measured_in.jmeter.generator.root, folder.jmeter.generator.root, dirs_exist_ok=True)
-        found = capacity.generator_ceiling(folder.jmeter.generator)
-        info(f"the load generator's ceiling: {found['text'] if found else '?'} (measured in {measured_in.root.name}, "
-             "copied here)")
+        _copy(measured_in, folder, "a run of the same series")
         return
     with backend.client_network(targets) as network:
         if network is None:
@@ -51,6 +59,10 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
                             "sends from this host's own network, where the lab starts no target")
             return
         steps = ceiling.profile(profile.slo, profile.max_rps)
+        if (earlier := recent(runs, network.where, steps, cpus)) is not None:
+            _copy(earlier, folder, f"the same generator with the same steps, within the {REUSE_S // 60} minutes the "
+                  "lab keeps a ceiling")
+            return
         try:
             with step(f"Measuring the load generator's ceiling ({steps.describe()})"):
                 ceiling.measure(network, folder.jmeter.generator, steps, cpus)
@@ -60,3 +72,37 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
     found = capacity.generator_ceiling(folder.jmeter.generator)
     if found is not None:
         info(f"the load generator's ceiling: {found['text']}")
+
+
+def recent(runs: Path, where: str, steps: StepLoad, cpus: str | None, now: float | None = None) -> RunFolder | None:
+    """The newest run folder in runs/ (a run's, or a trial's, a tune's configuration's in one) whose ceiling was
+    measured in the last REUSE_S by the generator where says (its network, sysctls, CPU share) on cpus, with steps;
+    None: none."""
+    now = time.time() if now is None else now
+    wanted, found = {"model": steps.model, **asdict(steps)}, []
+    for record in (*runs.glob("*/jmeter/generator/target.json"), *runs.glob("*/*/*/jmeter/generator/target.json")):
+        try:
+            measured_at = record.stat().st_mtime        # written as its load began; a copy keeps it
+            target = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        same = (target.get("where"), target.get("profile"), target.get("cpus")) == (where, wanted, cpus)
+        folder = RunFolder(record.parents[2].resolve())      # runs/latest's too: the same folder
+        if same and 0 <= now - measured_at <= REUSE_S and capacity.ceiling_measured(folder.jmeter.generator):
+            found.append((measured_at, not (record.parent / "copied.json").exists(), folder))
+    # a copy keeps its measurement's time: of one measurement, the run that took it
+    return max(found, key=lambda entry: entry[:2])[2] if found else None
+
+
+def _copy(source: RunFolder, folder: RunFolder, why: str) -> None:
+    """source's measurement of the ceiling into folder, which says where it came from and why (copied.json)."""
+    shutil.copytree(source.jmeter.generator.root, folder.jmeter.generator.root, dirs_exist_ok=True)
+    RunFolder.write_json(folder.jmeter.generator.root / "copied.json", {"from": _named(source), "why": why})
+    found = capacity.generator_ceiling(folder.jmeter.generator)
+    info(f"the load generator's ceiling: {found['text'] if found else '?'} (measured in {_named(source)}, copied here)")
+
+
+def _named(source: RunFolder) -> str:
+    """A run folder as the lab names it: its run's id, and the trial or configuration within it."""
+    parts = source.root.parts
+    return "/".join(parts[parts.index("runs") + 1:]) if "runs" in parts else source.root.name

@@ -502,7 +502,7 @@ def test_a_tunes_steps_warm_a_restarted_jvm_up_climbing_whatever_warm_up_is_aske
     def steps(*argv: str):
         return tune_options.checked(cli._parser().parse_args(["tune", *argv])).steps
     assert steps().segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 10, False)]
-    assert steps("--quick").segments()[:3] == [(25, 10, True), (50, 10, True), (75, 10, True)]
+    assert steps("--quick").segments()[:3] == [(25, 5, True), (50, 5, True), (75, 5, True)]
     assert steps("--quick").max_rps == cli.load.QUICK_STEPS.max_rps
     # as many climbing segments as the typed length divides into; none at all for 0
     assert steps("--warmup", "10").segments()[:3] == [(25, 5, True), (62, 5, True), (100, 10, False)]
@@ -515,7 +515,7 @@ def test_a_tunes_steps_warm_a_restarted_jvm_up_climbing_whatever_warm_up_is_aske
 def test_capacity_warms_a_restarted_jvm_up_climbing_and_never_above_its_first_step():
     def steps(*argv: str):
         return options.experiment(cli._parser().parse_args(["capacity", *argv])).profile
-    assert steps("--quick").segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 10, False)]
+    assert steps("--quick").segments()[:4] == [(25, 5, True), (50, 5, True), (75, 5, True), (100, 10, False)]
     # the full steps too (cold JVMs given their first step at once failed a third of it), and any warm-up typed
     assert steps().segments()[:4] == [(25, 10, True), (50, 10, True), (75, 10, True), (100, 15, False)]
     assert "after a 30 s warm-up climbing from 25 to 75 req/s (not judged)" in steps().describe()
@@ -524,7 +524,7 @@ def test_capacity_warms_a_restarted_jvm_up_climbing_and_never_above_its_first_st
     high = steps("--start-rate", "200", "--warmup", "30")
     assert high.segments()[:4] == [(50, 10, True), (100, 10, True), (150, 10, True), (200, 15, False)]
     low = steps("--quick", "--start-rate", "20")
-    assert low.segments()[:4] == [(5, 10, True), (10, 10, True), (15, 10, True), (20, 10, False)]
+    assert low.segments()[:4] == [(5, 5, True), (10, 5, True), (15, 5, True), (20, 10, False)]
     assert steps("--start-rate", "3").warmup_rates() == [1, 1, 2]
     # none asked for: none
     assert not any(warm for _, _, warm in steps("--warmup", "0").segments())

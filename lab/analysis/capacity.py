@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import cast
@@ -291,9 +292,19 @@ def generator_ceiling(folder: JMeterFolder) -> Generator | None:
         why = (f"its requests arrived at {stopped['arrived_rps']:.0f} req/s" if not stopped["delivered"]
                else f"its p99 was {stopped['p99_ms']:.0f} ms, errors {stopped['error_rate']:.1%}")
         text = f"{ceiling} req/s (at {stopped['rate_rps']} req/s {why})"
-    return {"ceiling_rps": ceiling, "reached_max": reached_max, "steps": found["steps"], "where": target.get("where"),
-            "target": cast(str, target.get("url")),     # as lab/load/ceiling.py wrote it into target.json
-            "text": text, "basis": CEILING_BASIS}
+    measured_at = samples.start[0] / 1000.0
+    result: Generator = {"ceiling_rps": ceiling, "reached_max": reached_max, "steps": found["steps"],
+                         "where": target.get("where"),
+                         "target": cast(str, target.get("url")),     # as lab/load/ceiling.py wrote it into target.json
+                         "text": text, "basis": CEILING_BASIS, "measured_at": measured_at}
+    try:        # copied from an earlier run (lab/generator.py): which, why, and when its first request was sent
+        copied = json.loads((folder.root / "copied.json").read_text())
+        source, why = str(copied["from"]), str(copied["why"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return result
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(measured_at))
+    return {**result, "copied_from": source,
+            "copied": f"measured in run {source} (its first request {when}) and copied here: {why}"}
 
 
 def ceiling_measured(folder: JMeterFolder) -> bool:

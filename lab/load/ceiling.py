@@ -1,4 +1,4 @@
-"""What the load generator can send on this host, measured in the run that relies on it: JMeter's open model, as
+"""What the load generator can send on this host, measured before the run that relies on it: JMeter's open model, as
 a capacity run's, against a target that costs nearly nothing (HTTPD's event MPM serving a small static file in
 the load generator's own network, lab/machines), stepped up until its requests no longer arrive at the rate or
 its answers miss the run's SLO. On a host where JMeter and the machines share CPUs the ceiling is JMeter's and
@@ -6,7 +6,8 @@ that target's together: a lower bound of what JMeter alone could send (lab/analy
 generator_ceiling()).
 
 Its files, kept in the run folder (jmeter/generator/): the results as any machine's (JMeter's thread group
-"default" loads the target), target.json (where it listened, how it was loaded), the target's config and log."""
+"default" loads the target), target.json (where it listened, how it was loaded), the target's config and log. A run
+that copied an earlier one's (lab/generator.py: measure_ceiling()) has those files too, and copied.json naming it."""
 from __future__ import annotations
 
 import shutil
@@ -107,6 +108,6 @@ def measure(network: ClientNetwork, out: JMeterFolder, steps: StepLoad, cpus: st
     measured."""
     with static_target(network, out.root) as url:
         RunFolder.write_json(out.root / "target.json", {"url": url + PATH, "group": GROUP, "where": network.where,
-                                                        "profile": {"model": steps.model, **asdict(steps)}})
+                                                        "cpus": cpus, "profile": {"model": steps.model, **asdict(steps)}})
         return run({GROUP: url}, steps, out.root, schedule="sequential", path=PATH, allow_any_host=True,
                    network=network, cpus=cpus, dashboards=False)

@@ -174,17 +174,20 @@ class StepLoad:
         return index if 0 <= index < len(self.rates()) and seconds_from_first >= 0 else None
 
 
-# The quick steps warm up climbing (25, 50, 75 req/s, 10 s each) rather than at the first step's rate: a JVM just
+# The quick steps warm up climbing (25, 50, 75 req/s, 5 s each) rather than at the first step's rate: a JVM just
 # (re)started, as after up, a profile or a tune's configuration, given 100 req/s at once on the four-at-a-time backend
 # queued 4-5 s from its first second and never recovered (its timed-out requests still held the backend): no capacity.
-QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=30, resolution_rps=50,
+# 5 s a segment is enough: every capacity, ablation and tune run of the e2e tests warms a just restarted JVM so on that
+# backend and finds its knee; the full steps (and a tune's) keep 10 s a segment.
+QUICK_STEPS = StepLoad(start_rps=100, step_rps=150, step_s=10, max_rps=1600, warmup_s=15, resolution_rps=50,
                        warmup_rps=25, warmup_steps=3)
 # The full steps climb too: measured, 100 req/s at once on JVMs cold after up failed 1,799 and 3,340 of the
 # warm-up's requests (p99 9.1 s), and the tuned machine then missed its first judged step.
 FULL_STEPS = StepLoad(warmup_rps=25, warmup_steps=3)
 # A tune's configuration: the quick steps, up to what a found configuration may serve (2x the default machine's
-# 700 req/s, and room above it); a configuration's run ends two steps past its knee, so a poor one costs little.
-TUNE_STEPS = replace(QUICK_STEPS, max_rps=2500)
+# 700 req/s, and room above it); a configuration's run ends two steps past its knee, so a poor one costs little. Its
+# warm-up 10 s a segment, as the full steps': every configuration's JVM has just restarted.
+TUNE_STEPS = replace(QUICK_STEPS, max_rps=2500, warmup_s=30)
 
 
 class StepWatch:
