@@ -347,9 +347,13 @@ def _say_how_the_load_ended(measured: _Measured, result: load.LoadResult) -> Non
 def _collect(backend: Backend, folder: RunFolder, measured: _Measured, order: tuple[str, ...],
              result: load.LoadResult) -> None:
     with step("Collecting PCP archives, GC logs and logs"):
-        for name in order:
-            events = evidence.collect(backend, name, folder, result.started_at, result.ended_at,
-                                      measured.memory_before[name])
+        # Both machines at once: a VM's or a host's evidence comes through several Ansible calls (24 s a VM, one
+        # after the other, under emulation); each machine's goes to folders of its own.
+        with ThreadPoolExecutor(max_workers=len(order)) as pool:
+            collected = list(pool.map(lambda name: evidence.collect(backend, name, folder, result.started_at,
+                                                                    result.ended_at, measured.memory_before[name]),
+                                      order))
+        for name, events in zip(order, collected, strict=True):
             for exit_ in events["process_exits"]:
                 info(f"{name}: {exit_['process']} exited during the run ({exit_['reason']})")
             if events["oom_kills"]:

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -105,6 +106,19 @@ def test_a_complete_run_says_so(steps):
     assert _run_json(steps)["ended"] == {"how": "completed"} and not _run_json(steps)["interrupted"]
     assert steps["recording"] == set() and sorted(steps["stopped"]) == sorted(MACHINES)
 
+
+
+def test_both_machines_evidence_is_collected_at_once_and_said_in_their_order(steps, monkeypatch, capsys):
+    # a VM's evidence takes several Ansible calls (24 s each under emulation): one machine's never waits for the other's
+    arrived = threading.Barrier(2, timeout=10)
+
+    def collect(backend, name, folder, started, ended, before):
+        arrived.wait()                  # broken (an error) unless the other machine's is being collected too
+        return {"process_exits": [], "oom_kills": 0, "missing": [f"{name}'s GC log"]}
+    monkeypatch.setattr(evidence, "collect", collect)
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 0
+    err = capsys.readouterr().err
+    assert err.index("default: missing default's GC log") < err.index("tuned: missing tuned's GC log")
 
 def test_without_a_schedule_the_placement_chooses_it(steps, monkeypatch, capsys):
     # a host of 16 CPUs: the local backend pins each machine to 2 and JMeter to the rest, so both at once
