@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -207,9 +208,11 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> c
     generator_cpu = sorted([row for path in [folder.jmeter.loadgen, *(folder.jmeter.refine(m).loadgen for m in names)]
                             for row in loadgen.read(path)], key=lambda row: row["time"]) \
         if step_load(run) is not None else []
-    for machine in names:
-        entry, machine_series = machine_figures(folder, machine, samples.get(machine), t0, ramp_s, backend,
-                                                status, run, use_gcviewer)
+    # Both machines at once: most of a machine's time is GCViewer's JVM and PCP's tools, processes of their own
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        figured = list(pool.map(lambda machine: machine_figures(folder, machine, samples.get(machine), t0, ramp_s,
+                                                                backend, status, run, use_gcviewer), names))
+    for machine, (entry, machine_series) in zip(names, figured, strict=True):
         _with_knobs(entry, machine, (knobs or {}).get(machine), run, backend, generator_cpu, t0)
         # machine.py builds the entry key by key, _with_knobs adds the last: held to its type by tests/test_contract.py
         machines[machine] = cast(contract.MachineFigures, entry)
