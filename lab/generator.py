@@ -95,11 +95,15 @@ def recent(runs: Path, where: str, steps: StepLoad, cpus: str | None, now: float
 
 
 def _copy(source: RunFolder, folder: RunFolder, why: str) -> None:
-    """source's measurement of the ceiling into folder, which says where it came from and why (copied.json)."""
+    """source's measurement of the ceiling into folder, which says where it came from and why (copied.json; a copy
+    of a copy keeps the first copy's: the run that measured it)."""
     shutil.copytree(source.jmeter.generator.root, folder.jmeter.generator.root, dirs_exist_ok=True)
-    RunFolder.write_json(folder.jmeter.generator.root / "copied.json", {"from": _named(source), "why": why})
+    record = folder.jmeter.generator.root / "copied.json"
+    if not record.is_file():
+        RunFolder.write_json(record, {"from": _named(source), "why": why})
     found = capacity.generator_ceiling(folder.jmeter.generator)
-    info(f"the load generator's ceiling: {found['text'] if found else '?'} (measured in {_named(source)}, copied here)")
+    info(f"the load generator's ceiling: {found['text'] if found else '?'} (measured in "
+         f"{found.get('copied_from') if found else _named(source)}, copied here)")
 
 
 def _named(source: RunFolder) -> str:

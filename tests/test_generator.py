@@ -121,10 +121,15 @@ def test_a_ceiling_measured_lately_by_the_same_generator_with_the_same_steps_is_
     assert "the same generator with the same steps, within the 30 minutes" in copy["copied"]
     assert ("the load generator's ceiling: at least 1200 req/s (every step up to the last met) (measured in "
             "20261206-064110, copied here)") in capsys.readouterr().err
-    # a copy of it is not another measurement: a third run names the run that took it
+    # a copy of it is not another measurement: a third run names the run that took it, as does a run of the same
+    # series as the copy (a tune's later configuration)
     third = RunFolder(runs / "20261206-065021")
     generator.measure_ceiling(_Backend(NETWORK), [("10.213.1.2", 80)], profile, third, None, problems, runs=runs)
     assert capacity.generator_ceiling(third.jmeter.generator)["copied_from"] == "20261206-064110"
+    later = RunFolder(runs / "20261206-064246" / "configs" / "1")
+    generator.measure_ceiling(_Backend(NETWORK), [("10.213.1.2", 80)], profile, later, None, problems, second,
+                              runs=runs)
+    assert capacity.generator_ceiling(later.jmeter.generator)["copied"] == copy["copied"]
     assert len(measured) == 1
 
 
