@@ -51,7 +51,7 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
     host: its measurement is copied in (raw results included) rather than taken again; as is, without one, the newest
     in runs/ taken by the same generator with the same steps in the last REUSE_S (recent())."""
     if measured_in is not None and capacity.ceiling_measured(measured_in.jmeter.generator):
-        _copy(measured_in, folder, "a run of the same series")
+        _copy(measured_in, folder, "a run of the same series", runs)
         return
     with backend.client_network(targets) as network:
         if network is None:
@@ -61,7 +61,7 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
         steps = ceiling.profile(profile.slo, profile.max_rps)
         if (earlier := recent(runs, network.where, steps, cpus)) is not None:
             _copy(earlier, folder, f"the same generator with the same steps, within the {REUSE_S // 60} minutes the "
-                  "lab keeps a ceiling")
+                  "lab keeps a ceiling", runs)
             return
         try:
             with step(f"Measuring the load generator's ceiling ({steps.describe()})"):
@@ -94,19 +94,20 @@ def recent(runs: Path, where: str, steps: StepLoad, cpus: str | None, now: float
     return max(found, key=lambda entry: entry[:2])[2] if found else None
 
 
-def _copy(source: RunFolder, folder: RunFolder, why: str) -> None:
+def _copy(source: RunFolder, folder: RunFolder, why: str, runs: Path) -> None:
     """source's measurement of the ceiling into folder, which says where it came from and why (copied.json; a copy
     of a copy keeps the first copy's: the run that measured it)."""
     shutil.copytree(source.jmeter.generator.root, folder.jmeter.generator.root, dirs_exist_ok=True)
     record = folder.jmeter.generator.root / "copied.json"
     if not record.is_file():
-        RunFolder.write_json(record, {"from": _named(source), "why": why})
+        RunFolder.write_json(record, {"from": _named(source, runs), "why": why})
     found = capacity.generator_ceiling(folder.jmeter.generator)
     info(f"the load generator's ceiling: {found['text'] if found else '?'} (measured in "
-         f"{found.get('copied_from') if found else _named(source)}, copied here)")
+         f"{found.get('copied_from') if found else _named(source, runs)}, copied here)")
 
 
-def _named(source: RunFolder) -> str:
-    """A run folder as the lab names it: its run's id, and the trial or configuration within it."""
-    parts = source.root.parts
-    return "/".join(parts[parts.index("runs") + 1:]) if "runs" in parts else source.root.name
+def _named(source: RunFolder, runs: Path) -> str:
+    """A run folder as the lab names it: its path under runs/ (its run's id, and the trial or configuration within
+    it), else its folder's name."""
+    root, runs = source.root.resolve(), runs.resolve()
+    return str(root.relative_to(runs)) if root.is_relative_to(runs) else root.name

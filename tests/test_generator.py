@@ -104,7 +104,8 @@ def test_a_ceiling_measured_lately_by_the_same_generator_with_the_same_steps_is_
         tmp_path, monkeypatch, capsys):
     measured: list[Path] = []
     monkeypatch.setattr(ceiling, "measure", _measure(measured))
-    runs, profile = tmp_path / "runs", StepLoad(max_rps=600)
+    # a checkout that lies in a folder named runs itself: a run is named from the lab's runs/ folder
+    runs, profile = tmp_path / "runs" / "camel-tuning-lab" / "runs", StepLoad(max_rps=600)
     first, second = RunFolder(runs / "20261206-064110"), RunFolder(runs / "20261206-064246" / "configs" / "0")
     problems: list[str] = []
     generator.measure_ceiling(_Backend(NETWORK), [("10.213.1.2", 80)], profile, first, None, problems, runs=runs)
