@@ -6,6 +6,7 @@ import glob
 import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -42,6 +43,21 @@ def start_recording(backend: Backend, name: str) -> dict:
 
 def stop_recording(backend: Backend, name: str) -> None:
     backend.control(name, "stop", "pmlogger")
+
+
+def stop_all(backend: Backend, names: list[str]) -> dict[str, Exception]:
+    """Each machine's logger stopped, all at once (on a VM each stop is an Ansible call of seconds); returns the
+    machines whose stop failed, with why (the caller says or raises it, once every other one is stopped)."""
+    def stop(name: str) -> Exception | None:
+        try:
+            stop_recording(backend, name)
+            return None
+        except Exception as error:  # noqa: BLE001  (returned, not lost)
+            return error
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        return {name: error for name, error in zip(names, pool.map(stop, names), strict=True) if error is not None}
 
 
 def process_exits(supervisord_log: Path, since: float, until: float) -> list[dict]:

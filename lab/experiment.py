@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -217,11 +218,9 @@ def _trial(setup: _Setup, folder: RunFolder, order: tuple[str, ...]) -> _Measure
         raise
     finally:
         with interrupts.deferred():                 # a second Ctrl-C waits until run.json is written
-            for name in list(measured.recording):    # never left recording into a run that is over
-                try:
-                    _stop_recording(backend, name, measured)
-                except Exception as error:  # noqa: BLE001  (said in run.json; the run's own end matters more)
-                    measured.problems.append(f"{name}: PCP's logger could not be stopped ({error})")
+            # never left recording into a run that is over (said in run.json; the run's own end matters more)
+            for name, why in _stop_recording(backend, measured).items():
+                measured.problems.append(f"{name}: PCP's logger could not be stopped ({why})")
             loaded = _run_json(backend, setup.profile, setup.schedule, folder, measured, order)
             folder.write_json(folder.run_json, {**loaded, "placement": setup.placed, "order": list(order),
                                                 **setup.mode})
@@ -259,11 +258,10 @@ class _Measured:
     problems: list[str] = field(default_factory=list)
 
 
-def _stop_recording(backend: Backend, name: str, measured: _Measured) -> None:
-    try:
-        evidence.stop_recording(backend, name)
-    finally:
-        measured.recording.remove(name)
+def _stop_recording(backend: Backend, measured: _Measured) -> dict[str, Exception]:
+    """Every machine still recording stopped, all at once, and no longer counted as recording however its stop went."""
+    names, measured.recording[:] = list(measured.recording), []
+    return evidence.stop_all(backend, names)
 
 
 def _measure(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple[str, ...]) -> None:
@@ -316,18 +314,20 @@ def _load(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple[st
                 urls, path = {name: wiring[name].base_url for name in order}, wiring["default"].service_path
                 measured.result = load.run(
                     urls, profile, folder.jmeter.root, schedule=schedule, on_progress=load.print_progress, path=path,
-                    order=order, engines=engines, cpus=cpus, network=network,
+                    order=order, engines=engines, cpus=cpus, network=network, at_rest=partial(status.at_rest, backend),
                     stop_when=ThresholdWatch(setup.mode["thresholds"], getattr(profile, "ramp_s", 0))
                     if setup.mode.get("stop_on_fail") else None)
                 if steps is not None:
                     measured.phase = "refining the knees"
                     measured.result = knee.refine(folder, steps, measured.result, urls, path, engines, network, cpus,
-                                                  measured.problems)
+                                                  measured.problems, partial(status.at_rest, backend))
                 if engines is None:                 # JMeter's own affinity (an engine's is in its where)
                     measured.load_generator["cpus"] = measured.result.loadgen_cpus
         finally:
-            for name in list(measured.recording):
-                _stop_recording(backend, name, measured)
+            if failed := _stop_recording(backend, measured):      # the first machine's error ends the run
+                (_, error), *others = failed.items()
+                measured.problems.extend(f"{name}: PCP's logger could not be stopped ({why})" for name, why in others)
+                raise error
     return measured.result
 
 

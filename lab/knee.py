@@ -11,6 +11,7 @@ and the bracket they came from); the summary joins them to the machine's steps (
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 
 from lab import load
@@ -41,23 +42,23 @@ def brackets(folder: RunFolder, profile: load.StepLoad, machines: tuple[str, ...
 
 
 def refine(folder: RunFolder, profile: load.StepLoad, coarse: LoadResult, urls: dict[str, str], path: str,
-           engines: Engines | None, network: ClientNetwork | None, cpus: str | None, problems: list[str]
-           ) -> LoadResult:
+           engines: Engines | None, network: ClientNetwork | None, cpus: str | None, problems: list[str],
+           at_rest: Callable[[list[str]], bool] | None = None) -> LoadResult:
     """After the coarse load (unless it was cut short), the finer steps of each machine in urls that has a bracket;
     the load's result, ended when they ended, interrupted when Ctrl-C (or SIGTERM) ended them (what they measured is
     kept, as the coarse load's is). What went wrong goes to problems and never fails the run: the coarse steps'
-    capacity stands."""
+    capacity stands. at_rest: as load.run's, for each finer load's end."""
     if coarse.interrupted or coarse.lost:       # cut short, or a threshold lost (--stop-on-fail): nothing to refine
         return coarse
     if not _refine(folder, profile, urls, path, coarse.started_at, coarse.ended_early, engines, network, cpus,
-                   problems):
+                   problems, at_rest):
         return replace(coarse, ended_at=time.time(), interrupted=True)
     return replace(coarse, ended_at=time.time())
 
 
 def _refine(folder: RunFolder, profile: load.StepLoad, urls: dict[str, str], path: str, t0: float,
             ended_early: dict[str, float], engines: Engines | None, network: ClientNetwork | None, cpus: str | None,
-            problems: list[str]) -> bool:
+            problems: list[str], at_rest: Callable[[list[str]], bool] | None) -> bool:
     for machine, (met, missed) in brackets(folder, profile, tuple(urls), t0, ended_early).items():
         finer = profile.refined(met, missed)
         assert finer is not None
@@ -69,7 +70,7 @@ def _refine(folder: RunFolder, profile: load.StepLoad, urls: dict[str, str], pat
             with step(f"Refining {machine}'s knee between {met} and {missed} req/s ({finer.describe()})"):
                 result = load.run({machine: urls[machine]}, finer, out.root, schedule="sequential",
                                   on_progress=load.print_progress, path=path, engines=engines, network=network,
-                                  cpus=cpus, dashboards=False)
+                                  cpus=cpus, dashboards=False, at_rest=at_rest)
         except LabError as error:
             problems.append(f"{machine}: its knee was not refined ({error}); the coarse steps' capacity stands")
             continue

@@ -16,6 +16,12 @@ from lab.machines.protocol import Backend
 REQUESTS_SERVED = re.compile(r'^tomcat_global_request_seconds_count\{name="([^"]+)",?\} ([0-9.E+]+)$', re.M)
 
 
+# A service at rest: no Tomcat thread busy on its connectors and no Camel exchange in flight (one whose client gave up
+# still holds a thread, and the backend, until it ends).
+THREADS_BUSY = re.compile(r'^tomcat_threads_busy_threads\{name="([^"]+)",?\} ([0-9.E+-]+)$', re.M)
+IN_FLIGHT = re.compile(r'^camel_exchanges_inflight\{[^}]*\} ([0-9.E+-]+)$', re.M)
+
+
 # GETs loopback URLs from inside the machine in one command (on a VM each command is an SSH round trip):
 # each body, then a line with curl's exit status.
 _FETCH_EACH = 'for url in "$@"; do curl -sf -m 10 "$url"; status=$?; echo; echo "@@lab-fetched $status"; done'
@@ -50,6 +56,21 @@ def _get(url: str, cafile: str | None = None) -> int | None:
         return error.code
     except OSError:
         return None
+
+
+def at_rest(backend: Backend, names: Iterable[str]) -> bool:
+    """Whether every machine named serves nothing now, from its service's own metrics: no Tomcat thread busy, no
+    Camel exchange in flight. False when a machine's metrics cannot be read or name no connector (so a caller that
+    waits for rest waits as long as it would have without asking). All at once, as observe_all."""
+    def resting(name: str) -> bool:
+        wiring = manifest.read(name)
+        [metrics] = _fetch_inside(backend, name, wiring.management_url("/actuator/prometheus"))
+        own = f"-{wiring.ports.get('app_management')}"      # the scrape's own thread, should its connector be counted
+        busy = [float(value) for connector, value in THREADS_BUSY.findall(metrics or "") if not connector.endswith(own)]
+        return bool(busy) and not any(busy) and not any(float(value) for value in IN_FLIGHT.findall(metrics or ""))
+    names = list(names)
+    with ThreadPoolExecutor(max_workers=max(len(names), 1)) as pool:
+        return all(list(pool.map(resting, names)))
 
 
 def observe_all(backend: Backend, names: Iterable[str]) -> dict[str, dict]:

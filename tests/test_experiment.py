@@ -120,6 +120,19 @@ def test_both_machines_evidence_is_collected_at_once_and_said_in_their_order(ste
     err = capsys.readouterr().err
     assert err.index("default: missing default's GC log") < err.index("tuned: missing tuned's GC log")
 
+
+def test_both_machines_loggers_are_stopped_at_once(steps, monkeypatch):
+    # on a VM each stop is an Ansible call of seconds: one machine's never waits for the other's
+    arrived = threading.Barrier(2, timeout=10)
+
+    def stop_recording(backend, name):
+        arrived.wait()                  # broken (an error) unless the other machine's logger is being stopped too
+        steps["stopped"].append(name)
+    monkeypatch.setattr(evidence, "stop_recording", stop_recording)
+    assert experiment.run(FakeBackend(), load.QUICK, "parallel") == 0
+    assert sorted(steps["stopped"]) == sorted(MACHINES) and _run_json(steps)["problems"] == []
+
+
 def test_without_a_schedule_the_placement_chooses_it(steps, monkeypatch, capsys):
     # a host of 16 CPUs: the local backend pins each machine to 2 and JMeter to the rest, so both at once
     monkeypatch.setattr(placement, "host_cpus", lambda: tuple(range(16)))

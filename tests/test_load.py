@@ -405,9 +405,10 @@ def test_a_machine_past_its_knee_gets_no_more_arrivals_while_the_other_loads_on(
 
 def test_jmeter_stopped_past_the_knee_keeps_every_request_it_sent_and_exits_cleanly(processes, tmp_path: Path) -> None:
     # Every request takes 1.2 s, over the SLO's 1 s: two steps miss, the lab stops JMeter with requests in flight.
-    # Shutdown lets them end (none is cut), then StopTestNow at the grace's end ends JMeter (its open model never
-    # ends on Shutdown alone), which exits 0, not 1 (it checked its pool a few ms before the pool's idle threads had
-    # ended: "One or more test threads won't exit").
+    # Shutdown lets them end (none is cut), then StopTestNow ends JMeter (its open model never ends on Shutdown
+    # alone): at once when a last sample ended with no other thread running, else at the grace's end. JMeter then
+    # exits 0, not 1 (it checked its pool a few ms before the pool's idle threads had ended: "One or more test
+    # threads won't exit").
     port = start_mock(processes, tmp_path / "mock", latency="fixed:1200")
     steps = load.StepLoad(start_rps=10, step_rps=10, step_s=2, max_rps=60, warmup_s=2, connect_timeout_ms=1000,
                           response_timeout_ms=3000)
@@ -423,6 +424,91 @@ def test_jmeter_stopped_past_the_knee_keeps_every_request_it_sent_and_exits_clea
     assert all(row["success"] == "true" and int(row["elapsed"]) >= 1200 for row in rows)
     assert max(ends) <= stop_now + 0.1
     assert not jmeter_processes(tmp_path)
+
+
+def _progress(tmp_path: Path, csv_text: str, started: float):
+    """A machine's progress over a results file holding csv_text, started at that monotonic time."""
+    from lab.load.progress import _MachineProgress
+    results = tmp_path / "results.csv"
+    results.write_text(csv_text)
+    machine = _MachineProgress("default", results)
+    machine.start(started)
+    return machine, results
+
+
+@pytest.mark.fast
+def test_stopping_jmeter_says_stop_test_now_once_its_samples_have_ended_else_at_the_graces_end(tmp_path, monkeypatch):
+    # A stand-in for JMeter's shutdown port that, like 5.6's open model, ends on StopTestNow only.
+    from lab.load import processes as stopping
+    script = tmp_path / "jmeter.py"
+    script.write_text("import socket\n"
+                      "port = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                      "port.bind(('127.0.0.1', 0))\n"
+                      "print(port.getsockname()[1], flush=True)\n"
+                      "while (command := port.recv(64).decode()) != 'StopTestNow':\n"
+                      "    print(command, flush=True)\n"
+                      "print(command, flush=True)\n")
+
+    def stopped(drained) -> list[str]:
+        popen = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+        assert popen.stdout is not None
+        problems: list[str] = []
+        stopping.stop_jmeter(popen, int(popen.stdout.readline()), problems, drained=drained)
+        assert popen.wait(timeout=5) == 0 and problems == []
+        return popen.stdout.read().split()
+
+    asked: list[float] = []
+    before = time.time() * 1000
+    assert stopped(lambda since_ms: asked.append(since_ms) or len(asked) == 3) == ["Shutdown", "StopTestNow"]
+    # asked until its samples had ended, each time about the moment Shutdown was sent
+    assert len(asked) == 3 and before <= asked[0] == asked[-1] <= time.time() * 1000
+    # samples that never end: StopTestNow once the grace is over
+    monkeypatch.setattr(stopping, "SHUTDOWN_GRACE_S", 0.6)
+    asked.clear()
+    assert stopped(lambda since_ms: bool(asked.append(since_ms))) == ["Shutdown", "StopTestNow"]
+    assert len(asked) >= 2
+    # a results file it cannot read: the grace, as without it, and JMeter still stopped
+
+    def unreadable(since_ms: float) -> bool:
+        raise OSError("results.csv: Input/output error")
+    assert stopped(unreadable) == ["Shutdown", "StopTestNow"]
+
+
+@pytest.mark.fast
+def test_a_load_has_drained_once_a_sample_ended_after_shutdown_while_jmeter_ran_no_other_thread(tmp_path) -> None:
+    from lab.load.progress import drained
+    machine, results = _progress(tmp_path, "timeStamp,elapsed,success,grpThreads,allThreads\n1000,50,true,3,4\n"
+                                           "2000,30,true,1,2\n", 100.0)
+    machine.poll(101.0)
+    assert machine.alone_ms is None                 # another thread still ran (the lab's watch, another group)
+    running = (machine.requests_per_s, machine.p95_ms)
+    with results.open("a") as stream:
+        stream.write("2100,40,true,1,1\n2050,20,true,2,2\n")
+    assert drained([machine], None, 2140) and machine.alone_ms == 2140
+    assert not drained([machine], None, 2141)   # alone, but before Shutdown: arrivals may have come since
+    # its samples counted, its line's rate and p95 those it ran at, not the drain's
+    assert machine.samples == 4 and (machine.requests_per_s, machine.p95_ms) == running == (2.0, 50)
+
+
+@pytest.mark.fast
+def test_an_open_models_load_is_over_once_its_samples_have_ended_and_its_machines_are_at_rest(tmp_path) -> None:
+    # Past a knee a machine still serves requests whose clients gave up: the next load (a refinement's, the other
+    # machine's, a tune's next configuration) must not begin on it.
+    from lab.load.progress import drained
+    machine, results = _progress(tmp_path, "timeStamp,elapsed,success,grpThreads,allThreads\n1000,50,true,3,4\n", 100.0)
+    asked: list[list[str]] = []
+    resting = [False]
+
+    def at_rest(names: list[str]) -> bool:
+        asked.append(names)
+        return resting[0]
+    assert not drained([machine], at_rest, 1040) and asked == []     # a sample still running: the machine not asked
+    with results.open("a") as stream:
+        stream.write("2100,40,true,1,1\n")
+    assert not drained([machine], at_rest, 2140) and asked == [["default"]]   # its samples ended, the machine busy
+    resting[0] = True
+    assert drained([machine], at_rest, 2140) and drained([machine], None, 2140)
 
 
 def test_the_labs_own_jmeter_is_at_hand(tmp_path: Path) -> None:
@@ -471,10 +557,7 @@ def test_the_dashboard_describes_every_sample_not_the_last_20000(tmp_path: Path)
 @pytest.mark.fast
 def test_a_finished_machines_line_keeps_the_rate_it_ran_at_not_its_drain(tmp_path) -> None:
     from lab.load.progress import _MachineProgress
-    results = tmp_path / "results.csv"
-    results.write_text("timeStamp,elapsed,success,grpThreads\n")
-    machine = _MachineProgress("default", results)
-    machine.start(100.0)
+    machine, results = _progress(tmp_path, "timeStamp,elapsed,success,grpThreads\n", 100.0)
 
     def arrive(count: int, elapsed_ms: int) -> None:
         with results.open("a") as stream:

@@ -58,3 +58,44 @@ def test_both_machines_are_observed_at_once_and_reported_in_the_order_asked(monk
         ("tuned", {"url": "tuned"}), ("default", {"url": "default"})]
     monkeypatch.setattr(status, "observe", lambda backend, name: {"url": name})
     assert status.observe_all(object(), iter(["tuned"])) == {"tuned": {"url": "tuned"}}     # up --only tuned
+
+
+# The actuator's Prometheus text as the classic stack writes it (Micrometer 1.9: a comma ends each label set)
+AT_REST = ('# HELP tomcat_threads_busy_threads\n'
+           'tomcat_threads_busy_threads{name="ajp-apr-127.0.0.1-8009",} 0.0\n'
+           'tomcat_threads_busy_threads{name="http-nio-127.0.0.1-8080",} 0.0\n'
+           'camel_exchanges_inflight{camelContext="camel-1",routeId="mock",serviceName="MicrometerRoutePolicyService",} 0.0\n')
+
+
+class Metrics:
+    """A machine whose actuator answers with the given Prometheus text (None: curl fails), read as _fetch_inside does."""
+
+    def __init__(self, bodies: dict[str, str | None]) -> None:
+        self.bodies, self.asked = bodies, []
+
+    def run_in(self, name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+        self.asked.append((name, argv[-1]))
+        body = self.bodies[name]
+        return subprocess.CompletedProcess(argv, 0, f"{body or ''}\n@@lab-fetched {0 if body is not None else 22}")
+
+
+@pytest.mark.parametrize(("default", "rest"), [
+    (AT_REST, True),
+    (AT_REST.replace('8080",} 0.0', '8080",} 3.0'), False),                     # a Tomcat thread still busy
+    (AT_REST.replace('MicrometerRoutePolicyService",} 0.0', 'MicrometerRoutePolicyService",} 1.0'), False),  # in flight
+    (AT_REST.replace('8080",} 0.0', '8080"} 0.0').replace(",} 0.0", "} 0.0"), True),  # the modern stack's labels
+    (AT_REST + 'tomcat_threads_busy_threads{name="http-nio-8081",} 1.0\n', True),  # the scrape's own, not counted
+    (None, False),                                                               # metrics not read
+    ("# nothing\n", False),                                                      # no connector named
+], ids=["at-rest", "busy", "in-flight", "modern-labels", "management-own", "unread", "no-connector"])
+def test_a_machine_is_at_rest_when_no_tomcat_thread_is_busy_and_no_exchange_is_in_flight(monkeypatch, default, rest):
+    from lab.machines import manifest
+    wiring = manifest.Manifest(machine="default", address="10.213.1.2", home="/h", user="u", group="g",
+                               service_manager="supervisord", service_path="/svc/camel/mock",
+                               ports={"httpd": 80, "app_management": 8081}, processes=(),
+                               pcp_archive="pcp/archives/current", evidence={})
+    monkeypatch.setattr(manifest, "read", lambda name: wiring)
+    machines = Metrics({"default": default, "tuned": AT_REST})
+    assert status.at_rest(machines, ["tuned", "default"]) is rest
+    assert sorted(machines.asked) == [("default", "http://127.0.0.1:8081/actuator/prometheus"),
+                                      ("tuned", "http://127.0.0.1:8081/actuator/prometheus")]

@@ -372,6 +372,34 @@ def test_gc_figures_match_the_logs(real_run: Path, real_summary: dict) -> None:
     assert len(list((real_run / "machines" / "tuned" / "gc").glob("gc.log*"))) > 1          # rotated
 
 
+def test_gcviewers_output_for_a_logs_bytes_is_kept_and_a_changed_log_is_read_again(real_run, tmp_path, monkeypatch):
+    # Every summary of a lab reads its machines' earlier JVMs' logs again: GCViewer runs once for each file's bytes.
+    monkeypatch.setattr(gcviewer, "CACHE_DIR", tmp_path / "kept")
+    launched: list[str] = []
+    run = gcviewer.run
+    monkeypatch.setattr(gcviewer, "run", lambda java, jar, log, out, kind: launched.append(log.name) or run(
+        java, jar, log, out, kind))
+    gc_dir = tmp_path / "gc"
+    shutil.copytree(real_run / "machines" / "tuned" / "gc", gc_dir)
+    (tmp_path / "kept").mkdir()
+    stale, fresh = tmp_path / "kept" / "stale.csv", tmp_path / "kept" / "fresh.csv"      # not read for 31 days, and 29
+    for path, days in ((stale, 31), (fresh, 29)):
+        path.write_text("x")
+        os.utime(path, (time.time() - days * 86400,) * 2)
+    first = gclog.analyze(gc_dir)
+    assert not stale.exists() and fresh.exists()
+    files = sorted(path.name for path in gc_dir.glob("gc.log*"))
+    assert first["parser"] == gcviewer.NAME and sorted(launched) == sorted(files * 2), first["problems"]
+    launched.clear()
+    assert gclog.analyze(gc_dir) == first and launched == []           # the same figures, no JVM started
+    # a log whose bytes changed (the live JVM's, collected again later) is GCViewer's to read again, alone
+    current = gc_dir / "gc.log"
+    current.write_bytes(current.read_bytes().rsplit(b"\n", 2)[0] + b"\n")
+    again = gclog.analyze(gc_dir)
+    assert launched == ["gc.log", "gc.log"] and again["parser"] == gcviewer.NAME
+    assert sum(f["pauses"] for f in again["files"]) <= sum(f["pauses"] for f in first["files"])
+
+
 def test_gc_regex_agrees_with_gcviewer(real_run: Path, real_summary: dict) -> None:
     for machine in load.MACHINES:
         window = real_summary["machines"][machine]["load"]["window"]

@@ -4,16 +4,22 @@ unified logging for Serial and G1), run headless on each GC log file for lab/ana
     java -jar gcviewer-1.36.jar gc.log events.csv -t CSV     # one row per GC event, then its heap after
     java -jar gcviewer-1.36.jar gc.log summary.csv           # GCViewer's own summary of the whole file
 
-The jar is fetched once, pinned, with the repository's Maven wrapper into .cache/tools/ and reused."""
+The jar is fetched once, pinned, with the repository's Maven wrapper into .cache/tools/ and reused. What it writes
+for a log is kept in .cache/gcviewer/, keyed by the log's bytes: a rotated log never changes, and every summary of a
+lab reads its machines' earlier JVMs' logs again (an ablation's or a tune's each configuration the ones before's),
+two JVM starts a file, 1.4 s each here."""
 from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import io
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,6 +32,8 @@ NAME = "GCViewer 1.36"
 TOOLS_DIR = REPO / ".cache" / "tools"
 JAR = TOOLS_DIR / "gcviewer-1.36.jar"
 TIMEOUT_S = 300
+CACHE_DIR = REPO / ".cache" / "gcviewer"
+CACHE_DAYS = 30             # an output not read for this long is removed (a log's bytes seldom come back)
 # The goal that fetches it, at the version the service's build already uses (Spring Boot 2.7's): Maven checks every
 # artifact against the project's trusted checksums (.mvn/maven.config), so an unpinned plugin would fail there the
 # day a newer one is published.
@@ -80,6 +88,43 @@ def run(java_bin: str, jar: Path, log: Path, out: Path, export_type: str | None)
         tail = " ".join(done.stderr.strip().splitlines()[-2:])[:300]
         return f"GCViewer on {log.name} exited {done.returncode}: {tail}"
     return None
+
+
+def kept_run(java_bin: str, jar: Path, log: Path, out: Path, export_type: str | None) -> str | None:
+    """run(), unless GCViewer already wrote its output for these exact bytes (with this jar and export): then that
+    output, copied to out. The figures are GCViewer's either way; only the JVM is spared."""
+    try:
+        key = hashlib.sha256(f"{jar.name}\0{export_type or 'summary'}\0".encode() + log.read_bytes()).hexdigest()
+    except OSError:
+        return run(java_bin, jar, log, out, export_type)
+    kept = CACHE_DIR / f"{key}.csv"
+    try:
+        shutil.copyfile(kept, out)
+        os.utime(kept)                              # read: kept another CACHE_DAYS
+        return None
+    except OSError:
+        pass
+    failed = run(java_bin, jar, log, out, export_type)
+    if failed is None:
+        try:
+            CACHE_DIR.mkdir(parents=True, exist_ok=True)
+            scratch = kept.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}")
+            shutil.copyfile(out, scratch)
+            os.replace(scratch, kept)               # whole or not at all, whoever else writes it
+            _forget_old()
+        except OSError:
+            pass                                    # a cache that cannot be written: the next summary runs it again
+    return failed
+
+
+def _forget_old() -> None:
+    old = time.time() - CACHE_DAYS * 86400
+    for path in CACHE_DIR.glob("*.csv"):
+        try:
+            if path.stat().st_mtime < old:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _number(text: str) -> float | None:
@@ -143,8 +188,8 @@ def read_all(logs: list[LogFile], result: dict) -> tuple[dict[str, list[Pause]],
             events_csv = Path(scratch) / f"{log.path.name}.events.csv"
             summary_csv = Path(scratch) / f"{log.path.name}.summary.csv"
             jobs[log.path.name] = (
-                pool.submit(run, java_bin, found, log.path, events_csv, "CSV"),
-                pool.submit(run, java_bin, found, log.path, summary_csv, None), events_csv, summary_csv)
+                pool.submit(kept_run, java_bin, found, log.path, events_csv, "CSV"),
+                pool.submit(kept_run, java_bin, found, log.path, summary_csv, None), events_csv, summary_csv)
         for log in logs:
             events_job, summary_job, events_csv, summary_csv = jobs[log.path.name]
             failed = events_job.result()

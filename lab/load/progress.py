@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,7 @@ class _MachineProgress:
     last_poll: float | None = None
     watch: StepWatch | None = None          # an open model's steps: whether the machine is past its capacity
     ended_early_s: float | None = None      # its load ended this long after it started: the SLO was missed
+    alone_ms: int | None = None             # the end (epoch ms) of its last sample JMeter ran no other thread beside
     tail: _CsvTail = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,11 +85,13 @@ class _MachineProgress:
     def start(self, now: float) -> None:
         self.state, self.started, self.last_poll = "running", now, now
 
-    def poll(self, now: float) -> None:
+    def poll(self, now: float, rate: bool = True) -> None:
+        """The records appended since the last poll counted; rate False: its rate and p95 left as they were (the
+        drain after Shutdown is not what it ran at)."""
         rows = self.tail.read()
         columns = self.tail.columns or {}
         elapsed_i, success_i, threads_i = columns.get("elapsed"), columns.get("success"), columns.get("grpThreads")
-        start_i = columns.get("timeStamp")
+        start_i, all_i = columns.get("timeStamp"), columns.get("allThreads")
         interval = []
         for row in rows:
             self.samples += 1
@@ -95,12 +99,17 @@ class _MachineProgress:
             self.errors += not ok
             if elapsed_i is not None and elapsed_i < len(row) and row[elapsed_i].isdigit():
                 interval.append(int(row[elapsed_i]))
-                if self.watch is not None and start_i is not None and start_i < len(row) and row[start_i].isdigit():
-                    self.watch.add(int(row[start_i]), interval[-1], ok)
+                if start_i is not None and start_i < len(row) and row[start_i].isdigit():
+                    if self.watch is not None:
+                        self.watch.add(int(row[start_i]), interval[-1], ok)
+                    if all_i is not None and all_i < len(row) and row[all_i].isdigit() and int(row[all_i]) <= 1:
+                        self.alone_ms = max(self.alone_ms or 0, int(row[start_i]) + interval[-1])
         if self.watch is not None:
             self.watch.update(time.time() * 1000)
         if rows and threads_i is not None and threads_i < len(rows[-1]) and rows[-1][threads_i].isdigit():
             self.active_threads = int(rows[-1][threads_i])
+        if not rate:
+            return
         span = now - (self.last_poll or now)
         self.requests_per_s = len(rows) / span if span > 0.05 else self.requests_per_s
         self.p95_ms = percentile(sorted(interval), 95)
@@ -127,6 +136,19 @@ class _MachineProgress:
                 "errors": self.errors, "error_rate": self.errors / self.samples if self.samples else 0.0,
                 "p95_ms": self.p95_ms, "active_threads": self.active_threads,
                 "broken": self.broken, "capacity_rps": self.watch.capacity_rps if self.watch else None}
+
+
+def drained(machines: list[_MachineProgress], at_rest: Callable[[list[str]], bool] | None, since_ms: float) -> bool:
+    """Whether every sample running at since_ms (epoch ms) has ended: one that ended after it while JMeter ran no
+    other thread (its allThreads 1). For an open model's plan: its watch thread counts until Shutdown, and no
+    arrival starts after it. And then, when at_rest is given, whether the machines serve nothing more: past a knee a
+    machine still serves requests whose clients gave up, and the next load (a refinement's, the other machine's, a
+    tune's next configuration) must not begin on it (one that did missed its SLO from its first step)."""
+    now = time.monotonic()
+    for machine in machines:
+        machine.poll(now, rate=False)
+    return any(machine.alone_ms is not None and machine.alone_ms >= since_ms for machine in machines) and (
+        at_rest is None or at_rest([machine.machine for machine in machines]))
 
 
 # ------------------------------------------------------------------------------------------ progress

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -24,9 +22,9 @@ from lab.load.jmeter import PLAN, as_properties, java_executable, launch, log_le
 from lab.load.network import ClientNetwork
 from lab.load.openmodel import StepLoad, StepWatch
 from lab.load.openplan import open_plan
-from lab.load.processes import kill, stop_jmeter
+from lab.load.processes import free_udp_port, kill, killed_by, stop_jmeter
 from lab.load.profile import SCHEDULES, LoadError, LoadProfile, LoadResult
-from lab.load.progress import _MachineProgress
+from lab.load.progress import _MachineProgress, drained
 from lab.load.targets import _parse_targets, _Target
 from lab.names import MACHINES
 from lab.placement import cpulist, parse_cpulist
@@ -47,12 +45,6 @@ ENGINE_PROPERTIES = {
 CSV_COLUMNS = ("timeStamp", "elapsed", "label", "responseCode", "responseMessage", "threadName", "dataType",
                "success", "failureMessage", "bytes", "sentBytes", "grpThreads", "allThreads", "URL", "Latency",
                "IdleTime", "Connect")
-
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _plan(profile: LoadProfile | StepLoad, folder: JMeterFolder, phase: list[_Target]) -> Path:
     """The plan this profile runs: the lab's, or for an open model the lab's made open, or the user's own sent
@@ -118,7 +110,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
         progress_interval_s: float = 5.0, allow_any_host: bool = False,
         order: tuple[str, ...] | None = None, cpus: str | None = None, engines: Engines | None = None,
         enter: dict[str, list[str]] | None = None, network: ClientNetwork | None = None,
-        stop_when: Callable[[dict], dict | None] | None = None, dashboards: bool = True) -> LoadResult:
+        stop_when: Callable[[dict], dict | None] | None = None, dashboards: bool = True,
+        at_rest: Callable[[list[str]], bool] | None = None) -> LoadResult:
     """Load the machines with the plan, then build each machine's dashboard.
 
     targets: machine ("default"/"tuned") -> base URL (http://10.213.1.2); the request path is `path`
@@ -133,6 +126,8 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     network: the load generator's own network on this host (the backend's client_network), where every JMeter runs.
     stop_when: called with each progress report; what it returns (a lost threshold, lab/load/abort.py) ends the load
     at once, the phases still to come included, and is the result's `lost`.
+    at_rest: whether the machines named serve nothing now (lab/status.py); an open model's phase ends once they do
+    and its samples have ended, rather than after the whole grace JMeter's Shutdown is given.
     Writes the layout of lab.runfolder.JMeterFolder(out_dir): per machine results.csv and dashboard/."""
     parsed = _checked_targets(targets, schedule, path, allow_any_host, order, enter)
     generator = _Generator(java_executable(), runtime_jar(), cpus, engines, enter or {}, network.prefix if network else ())
@@ -145,7 +140,7 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     problems: list[str] = []
     started_at, started = time.time(), time.monotonic()
     report = _Report(schedule, started, profile.duration_s * len(phases), progress, problems, on_progress, stop_when)
-    load = _Load(generator, profile, out, progress, report, progress_interval_s, problems, sampler, affinity=[])
+    load = _Load(generator, profile, out, progress, report, progress_interval_s, problems, sampler, [], at_rest)
     with sigterm_as_interrupt():
         interrupted = _run_phases(load, phases)
         results = {m: p.results for m, p in progress.items() if p.results.is_file()}
@@ -237,6 +232,7 @@ class _Load:
     problems: list[str]
     sampler: CpuSampler
     affinity: list[str]                 # what each JMeter could run on, as the kernel says
+    at_rest: Callable[[list[str]], bool] | None = None    # whether the machines named serve nothing now
 
 
 def _run_phases(load: _Load, phases: list[list[_Target]]) -> bool:
@@ -256,13 +252,15 @@ def _run_phases(load: _Load, phases: list[list[_Target]]) -> bool:
 def _run_phase(load: _Load, phase: list[_Target], own_log: bool) -> bool:
     """One JMeter process for the machines of this phase; KeyboardInterrupt after stopping it cleanly.
     False if JMeter was killed by a signal the lab did not send (the kernel's OOM killer sends SIGKILL)."""
-    udp_port = _free_udp_port()
+    udp_port = free_udp_port()
     out, problems = load.out, load.problems
     phase_log = out.phase_log(phase[0].machine) if own_log else out.log
     command, entered = _phase_command(load, phase, phase_log, udp_port)
-    stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered)
-    popen = None
     machines = [load.progress[t.machine] for t in phase]
+    # Open models only (their watch counts until Shutdown: a closed plan ends then), no engines (each counts its own)
+    stop = partial(stop_jmeter, udp_port=udp_port, problems=problems, prefix=entered, drained=partial(
+        drained, machines, load.at_rest) if isinstance(load.profile, StepLoad) and not load.generator.engines else None)
+    popen = None
     try:
         with out.out.open("a") as stream:
             # With engines, in the keystore's folder: rmi.properties names it without one (lab/load/engines.py)
@@ -290,10 +288,10 @@ def _run_phase(load: _Load, phase: list[_Target], own_log: bool) -> bool:
         raise LoadError(f"JMeter failed (exit {popen.returncode}) before any sample; see {phase_log} and "
                         f"{out.out}")
     load.report(time.monotonic())
-    killed_by = _killed_by(popen.returncode)
-    if killed_by and not stopped:
+    signal = killed_by(popen.returncode)
+    if signal and not stopped:
         lasted = time.monotonic() - started
-        problems.append(f"JMeter was killed by {killed_by} after {lasted:.0f} s of the planned "
+        problems.append(f"JMeter was killed by {signal} after {lasted:.0f} s of the planned "
                         f"{load.profile.duration_s} s (SIGKILL: perhaps the kernel's OOM killer); the run is incomplete")
         return False
     return True
@@ -370,26 +368,12 @@ def _affinity(pid: int) -> str | None:
         return None
 
 
-def _killed_by(returncode: int | None) -> str | None:
-    """The signal that ended JMeter: killed outright (negative), or a JVM that exited on one (128 + n)."""
-    if returncode is None:
-        return None
-    number = -returncode if returncode < 0 else returncode - 128 \
-        if returncode - 128 in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM) else None
-    if number is None:
-        return None
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def _finish_phase(machines: list[_MachineProgress], popen: subprocess.Popen | None, own_log: bool,
                   phase_log: Path, log: Path, problems: list[str]) -> None:
     now = time.monotonic()
     for machine in machines:
         machine.finish(now)
-    if popen is not None and popen.returncode and not _killed_by(popen.returncode):   # signals: see _run_phase
+    if popen is not None and popen.returncode and not killed_by(popen.returncode):   # signals: see _run_phase
         problems.append(f"JMeter exited with {popen.returncode}; see {phase_log}")
     if own_log and phase_log.is_file():
         with log.open("a") as whole:
