@@ -6,13 +6,13 @@ import glob
 import re
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
 from lab.errors import StepFailed
 from lab.machines import manifest
 from lab.machines.protocol import Backend
+from lab.names import at_once
 from lab.runfolder import RunFolder
 
 # supervisord's log line for a process that ended: "2026-11-22 05:07:41,123 WARN exited: camel-app (terminated by SIGKILL; not expected)"
@@ -54,10 +54,7 @@ def stop_all(backend: Backend, names: list[str]) -> dict[str, Exception]:
             return None
         except Exception as error:  # noqa: BLE001  (returned, not lost)
             return error
-    if not names:
-        return {}
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        return {name: error for name, error in zip(names, pool.map(stop, names), strict=True) if error is not None}
+    return {name: error for name, error in zip(names, at_once(stop, names), strict=True) if error is not None}
 
 
 def process_exits(supervisord_log: Path, since: float, until: float) -> list[dict]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -24,7 +23,7 @@ from lab.load.engines import Engines
 from lab.load.network import ClientNetwork
 from lab.machines import manifest
 from lab.machines.protocol import Backend
-from lab.names import MACHINES
+from lab.names import MACHINES, at_once
 from lab.paths import ANSIBLE_DIR
 from lab.progress import info, step
 from lab.runfolder import RunFolder
@@ -294,9 +293,8 @@ def _start_recording(backend: Backend, measured: _Measured, order: tuple[str, ..
         # Each counts as recording from here, so that whatever happens its logger is stopped (a stopped one stops
         # again harmlessly).
         measured.recording.extend(order)
-        with ThreadPoolExecutor(max_workers=len(order)) as pool:
-            started = pool.map(lambda name: evidence.start_recording(backend, name), order)
-            measured.memory_before.update(zip(order, started, strict=True))
+        started = at_once(lambda name: evidence.start_recording(backend, name), order)
+        measured.memory_before.update(zip(order, started, strict=True))
 
 
 def _load(setup: _Setup, folder: RunFolder, measured: _Measured, order: tuple[str, ...], cpus: str | None,
@@ -349,10 +347,8 @@ def _collect(backend: Backend, folder: RunFolder, measured: _Measured, order: tu
     with step("Collecting PCP archives, GC logs and logs"):
         # Both machines at once: a VM's or a host's evidence comes through several Ansible calls (24 s a VM, one
         # after the other, under emulation); each machine's goes to folders of its own.
-        with ThreadPoolExecutor(max_workers=len(order)) as pool:
-            collected = list(pool.map(lambda name: evidence.collect(backend, name, folder, result.started_at,
-                                                                    result.ended_at, measured.memory_before[name]),
-                                      order))
+        collected = at_once(lambda name: evidence.collect(backend, name, folder, result.started_at, result.ended_at,
+                                                          measured.memory_before[name]), order)
         for name, events in zip(order, collected, strict=True):
             for exit_ in events["process_exits"]:
                 info(f"{name}: {exit_['process']} exited during the run ({exit_['reason']})")

@@ -7,10 +7,10 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 from lab.machines import manifest
 from lab.machines.protocol import Backend
+from lab.names import at_once
 
 # Micrometer 1.9 (the classic stack) ends a label set with a comma, 1.16 (the modern stack) does not.
 REQUESTS_SERVED = re.compile(r'^tomcat_global_request_seconds_count\{name="([^"]+)",?\} ([0-9.E+]+)$', re.M)
@@ -68,18 +68,13 @@ def at_rest(backend: Backend, names: Iterable[str]) -> bool:
         own = f"-{wiring.ports.get('app_management')}"      # the scrape's own thread, should its connector be counted
         busy = [float(value) for connector, value in THREADS_BUSY.findall(metrics or "") if not connector.endswith(own)]
         return bool(busy) and not any(busy) and not any(float(value) for value in IN_FLIGHT.findall(metrics or ""))
-    names = list(names)
-    with ThreadPoolExecutor(max_workers=max(len(names), 1)) as pool:
-        return all(list(pool.map(resting, names)))
+    return all(at_once(resting, names))
 
 
 def observe_all(backend: Backend, names: Iterable[str]) -> dict[str, dict]:
     """observe() for each machine named, all at once: on a VM each read is an SSH round trip of seconds."""
     names = list(names)
-    if len(names) < 2:
-        return {name: observe(backend, name) for name in names}
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        return dict(zip(names, pool.map(lambda name: observe(backend, name), names), strict=True))
+    return dict(zip(names, at_once(lambda name: observe(backend, name), names), strict=True))
 
 
 def observe(backend: Backend, name: str) -> dict:

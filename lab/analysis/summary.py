@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -44,7 +43,7 @@ from lab.analysis.jmeter import (
 from lab.analysis.knobs_differ import knobs_differ
 from lab.analysis.machine import machine_figures, step_load
 from lab.analysis.prose import LONE_PAUSE_FACTOR, lone_pause, what_happened
-from lab.names import MACHINES
+from lab.names import MACHINES, at_once
 from lab.numbers import PERCENTILE_DEFINITION
 from lab.numbers import number as _number
 from lab.numbers import ratio as _ratio
@@ -209,9 +208,8 @@ def summarize(run_dir: Path, write: bool = True, use_gcviewer: bool = True) -> c
                             for row in loadgen.read(path)], key=lambda row: row["time"]) \
         if step_load(run) is not None else []
     # Both machines at once: most of a machine's time is GCViewer's JVM and PCP's tools, processes of their own
-    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-        figured = list(pool.map(lambda machine: machine_figures(folder, machine, samples.get(machine), t0, ramp_s,
-                                                                backend, status, run, use_gcviewer), names))
+    figured = at_once(lambda machine: machine_figures(folder, machine, samples.get(machine), t0, ramp_s, backend,
+                                                      status, run, use_gcviewer), names)
     for machine, (entry, machine_series) in zip(names, figured, strict=True):
         _with_knobs(entry, machine, (knobs or {}).get(machine), run, backend, generator_cpu, t0)
         # machine.py builds the entry key by key, _with_knobs adds the last: held to its type by tests/test_contract.py
