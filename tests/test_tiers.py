@@ -70,10 +70,45 @@ def test_the_report_lists_the_slowest_tests_from_every_junit_file_and_the_vm_tes
 
 def test_every_tiers_targets_are_the_makefiles(tiers):
     # make -n names a target the Makefile lacks ("No rule to make target") without running any recipe.
-    for tier in tiers.TIERS:
+    for tier in (*tiers.TIERS, *tiers.BACKGROUND):
         dry = subprocess.run(["make", "-n", "--no-print-directory", *tier.targets], cwd=REPO, capture_output=True,
                              text=True, timeout=60)
         assert dry.returncode == 0, (tier.name, dry.stderr)
+    names = [tier.name for tier in tiers.TIERS]
+    assert all(names.index(job.after) < names.index(job.before) for job in tiers.BACKGROUND)
+
+
+def test_background_work_runs_beside_the_tiers_between_and_the_tier_that_needs_it_waits(tiers, tmp_path, capsys):
+    ran = tmp_path / "ran"
+    plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)), tiers.Tier("fast", 100, (f"echo fast >> {ran}",)),
+            tiers.Tier("vm", 100, (f"echo vm >> {ran}",)))
+    box = tiers.Background("the box", (f"sleep 1.5; echo box >> {ran}",), after="build", before="vm", log="box.log")
+    assert tiers.run(plan, make=("sh", "-c"), background=(box,)) == 0
+    # the fast tier ran while the box was still building; the VM tier only once it was built
+    assert ran.read_text().split() == ["build", "fast", "box", "vm"]
+    out = capsys.readouterr().out
+    assert "tiers: waiting for the box (started " in out
+    assert re.search(r"^  beside them: the box: [12] s in the background, passed \(log: .*box\.log\)$", out, re.M)
+    # a background job that fails is said; the tier that needed it still runs (the VM test builds its box itself)
+    failing = tiers.Background("the box", ("echo broken; exit 4",), after="build", before="vm", log="box.log")
+    assert tiers.run(plan, make=("sh", "-c"), background=(failing,)) == 0 and ran.read_text().split()[-1] == "vm"
+    assert "beside them: the box: 0 s in the background, exit 4" in capsys.readouterr().out
+    assert (tmp_path / "ci" / "box.log").read_text() == "broken\n"
+
+
+def test_background_work_is_stopped_when_the_tier_it_was_for_will_not_run(tiers, tmp_path, capsys):
+    ran = tmp_path / "ran"
+    box = tiers.Background("the box", (f"sleep 30; echo box >> {ran}",), after="build", before="vm", log="box.log")
+    plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)), tiers.Tier("fast", 100, ("exit 2",)),
+            tiers.Tier("vm", 100, (f"echo vm >> {ran}",)))
+    began = time.monotonic()
+    assert tiers.run(plan, make=("sh", "-c"), background=(box,)) == 2
+    assert time.monotonic() - began < 10 and ran.read_text().split() == ["build"]
+    assert "beside them: the box: 0 s in the background, stopped unfinished" in capsys.readouterr().out
+    # not started at all when the tier it follows fails
+    plan = (tiers.Tier("build", 100, ("exit 5",)), *plan[1:])
+    assert tiers.run(plan, make=("sh", "-c"), background=(box,)) == 5
+    assert json.loads((tmp_path / "ci" / "background.json").read_text()) == []
 
 
 def test_under_cis_limit_a_tier_that_took_longer_here_than_is_left_is_not_started_and_said_so(tiers, tmp_path, capsys):
