@@ -134,6 +134,24 @@ def test_a_ceiling_measured_lately_by_the_same_generator_with_the_same_steps_is_
     assert len(measured) == 1
 
 
+def test_a_ceiling_measured_lately_with_the_same_steps_taken_further_is_copied(tmp_path, monkeypatch, capsys):
+    # a quick capacity run's ceiling (its steps to 2000 req/s) serves a later run whose steps end at 1200: each step
+    # up to 1200 was judged as that run's own would be
+    measured: list[Path] = []
+    monkeypatch.setattr(ceiling, "measure", _measure(measured))
+    runs = tmp_path / "runs"
+    first, second = RunFolder(runs / "20261206-064110"), RunFolder(runs / "20261206-064246")
+    generator.measure_ceiling(_Backend(NETWORK), [("10.213.1.2", 80)], StepLoad(max_rps=1600), first, None, [],
+                              runs=runs)
+    generator.measure_ceiling(_Backend(NETWORK), [("10.213.1.2", 80)], StepLoad(max_rps=600), second, None, [],
+                              runs=runs)
+    assert measured == [first.jmeter.generator.root]
+    copy = capacity.generator_ceiling(second.jmeter.generator)
+    assert copy["copied_from"] == "20261206-064110" and copy["text"] == "at least 2000 req/s (every step up to the last met)"
+    assert "the same generator with the same steps taken further (to 2000 req/s), within the 30 minutes" in copy["copied"]
+    assert ceiling.profile(Slo(), 600).max_rps == 1200 < 2000 == ceiling.profile(Slo(), 1600).max_rps
+
+
 @pytest.mark.parametrize("differs", ["steps", "slo", "generator", "cpus", "age", "no results"])
 def test_a_ceiling_is_measured_again_when_the_last_one_is_not_this_generators_these_steps_or_recent(
         tmp_path, monkeypatch, differs):

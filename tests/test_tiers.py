@@ -89,6 +89,12 @@ def test_background_work_runs_beside_the_tiers_between_and_the_tier_that_needs_i
     out = capsys.readouterr().out
     assert "tiers: waiting for the box (started " in out
     assert re.search(r"^  beside them: the box: [12] s in the background, passed \(log: .*box\.log\)$", out, re.M)
+    # its time is its own, not how long the tier that needed it came after it
+    quick = tiers.Background("the box", ("true",), after="build", before="vm", log="box.log")
+    slow_fast = (plan[0], tiers.Tier("fast", 100, ("sleep 2.5",)), plan[2])
+    assert tiers.run(slow_fast, make=("sh", "-c"), background=(quick,)) == 0
+    out = capsys.readouterr().out
+    assert "beside them: the box: 0 s in the background, passed" in out and "waiting for" not in out
     # a background job that fails is said; the tier that needed it still runs (the VM test builds its box itself)
     failing = tiers.Background("the box", ("echo broken; exit 4",), after="build", before="vm", log="box.log")
     assert tiers.run(plan, make=("sh", "-c"), background=(failing,)) == 0 and ran.read_text().split()[-1] == "vm"

@@ -12,9 +12,10 @@ in its last lines, which tier did not run and why; `make TARGETS` runs it alone.
 is stopped (its process group: SIGTERM, time to clean up, SIGKILL) and reported as stopped, so that CI's limit never
 kills the whole run. Work that mostly waits (the VM test's box: downloads, a chroot's dpkg, single-threaded
 steps) runs in the background from the end of one tier to the start of the tier that needs it (BACKGROUND): its
-own time, exit and log are in the report, and the tier that waits for it counts the wait. The slowest tests are read from the JUnit XML files the test runners write into
-.cache/ci/junit/ (pytest's --junitxml, Maven Surefire's reports); the VM test's steps from its own log.
-Standard library only: it runs before the project's venv exists.
+own time, exit and log are in the report, and the tier that waits for it counts the wait. The slowest tests are
+read from the JUnit XML files the test runners write into .cache/ci/junit/ (pytest's --junitxml, Maven
+Surefire's reports); the VM test's steps from its own log. Standard library only: it runs before the project's
+venv exists.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
@@ -127,21 +129,31 @@ class Started:
     job: Background
     process: subprocess.Popen
     began: float
-    seconds: float | None = None    # once it ended or was stopped
+    ended: float | None = None      # when it ended, seen by its watcher thread (not when a tier came to wait)
     status: int | None = None       # None: stopped unfinished
+    watcher: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.watcher = threading.Thread(target=self._watch, name=self.job.name, daemon=True)
+        self.watcher.start()
+
+    def _watch(self) -> None:
+        status = self.process.wait()
+        self.ended, self.status = time.monotonic(), status
 
     def wait(self, limit_s: float | None) -> None:
-        """Until it ends; past limit_s it is stopped, as a tier is."""
-        if self.seconds is None:
-            try:
-                self.status = self.process.wait(timeout=None if limit_s is None else max(limit_s, 0))
-            except subprocess.TimeoutExpired:
-                stop(self.process)
-            self.seconds = time.monotonic() - self.began
+        """Until it ends; past limit_s it is stopped, as a tier is (and said to be: no exit status)."""
+        assert self.watcher is not None
+        self.watcher.join(timeout=None if limit_s is None else max(limit_s, 0))
+        if self.watcher.is_alive():
+            stop(self.process)
+            self.watcher.join()
+            self.status = None
 
     def said(self) -> str:
         how = "passed" if self.status == 0 else "stopped unfinished" if self.status is None else f"exit {self.status}"
-        return f"{self.job.name}: {self.seconds or 0:.0f} s in the background, {how} (log: {OUT / self.job.log})"
+        took = (self.ended or time.monotonic()) - self.began
+        return f"{self.job.name}: {took:.0f} s in the background, {how} (log: {OUT / self.job.log})"
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -193,7 +205,7 @@ def _tiers(tiers: tuple[Tier, ...], make: tuple[str, ...], deadline_s: float | N
             print(f"tiers: {tier.name} (make {' '.join(tier.targets)}; budget {tier.budget_s} s)", flush=True)
             start = time.monotonic()
             for job in awaited:         # counted in this tier's time: it waits for it
-                if job.seconds is None:
+                if job.ended is None:
                     print(f"tiers: waiting for {job.job.name} (started {start - job.began:.0f} s ago)", flush=True)
                 job.wait(None if left is None else left - STOP_GRACE_S)
                 print(f"tiers: {job.said()}", flush=True)
