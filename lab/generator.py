@@ -21,9 +21,9 @@ from lab.progress import info, step
 from lab.runfolder import RUNS, RunFolder
 
 # A ceiling measured this recently by the same generator (its network and CPUs) with the same steps (or the same
-# taken further) is still this host's: a later capacity run copies it, raw results included, rather than spending half a minute measuring it again
-# (CI's lab tests measured it four times in 16 minutes, three of them with the same steps: at least 1,200 req/s each;
-# then twice, the second only its max rate lower, 22 s).
+# taken further) is still this host's: a later capacity run copies it, raw results included, rather than spending
+# half a minute measuring it again (CI's lab tests measured it four times in 16 minutes, three of them with the same
+# steps: at least 1,200 req/s each; then twice, the second with only its max rate lower, 22 s).
 REUSE_S = 1800
 
 
