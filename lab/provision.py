@@ -101,13 +101,15 @@ def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
            "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '')}"}
     changed: dict[str, int] = {}
     failed: dict[str, int] = {}
+    said = ""
     with log.open("w") as sink, subprocess.Popen(command, cwd=ANSIBLE_DIR, env=env, stdout=subprocess.PIPE,
                                                  stderr=subprocess.STDOUT, text=True) as process:
         assert process.stdout is not None       # stdout=PIPE
         for line in process.stdout:
             sink.write(line)
-            if line.startswith("TASK ["):
-                info(line.strip(" *\n"))
+            if line.startswith("TASK [") and line.strip(" *\n") != said:
+                said = line.strip(" *\n")     # once: a meta task's banner (flush_handlers) comes once per host
+                info(said)
             elif line.startswith(("fatal:", "failed:", "ERROR!", "[ERROR]")):
                 info(line.rstrip())
             elif match := RECAP.match(line):

@@ -448,6 +448,32 @@ def test_the_watch_ends_a_load_after_two_steps_certainly_missed():
     assert watch.judged == {0: True, 1: False, 2: False} and watch.broken
 
 
+def test_once_every_arrival_has_its_sample_the_watch_judges_the_last_steps_at_once():
+    # A load whose last step met waited out the schedule's drain (the timeouts, 10 s on the quick steps) for requests
+    # that had all ended: each refinement, each run whose machine never broke. JMeter's schedule sends exactly rate x
+    # length a segment, and the lab's plan one request an arrival: once that many samples are in, none is in flight.
+    steps = replace(STEPS, max_rps=300)
+    counted, plain = StepWatch(steps, one_sample_each=True), StepWatch(steps)
+    for watch in (counted, plain):
+        for step, rate in enumerate(steps.rates()):
+            _feed(watch, step, rate * steps.step_s, 20)
+        watch.update(T0_MS + 30_000 + 10)       # the last step just over: its timeouts not yet waited out
+    assert counted.answered and counted.judged == {0: True, 1: True, 2: True} and not counted.broken
+    assert not plain.answered and plain.judged == {0: True, 1: True}      # a user's plan: samplers an arrival unknown
+    # one sample short (still in flight): its step waits, as before
+    short = StepWatch(steps, one_sample_each=True)
+    for step, rate in enumerate(steps.rates()):
+        _feed(short, step, rate * steps.step_s - (step == 2), 20)
+    short.update(T0_MS + 30_000 + 10)
+    assert not short.answered and short.judged == {0: True, 1: True}
+    # a last step answered slow is judged missed at once too
+    slow = StepWatch(replace(steps, stop_after_misses=1), one_sample_each=True)
+    for step, rate in enumerate(steps.rates()):
+        _feed(slow, step, rate * steps.step_s, 20 if step < 2 else 2000)
+    slow.update(T0_MS + 30_000 + 10)
+    assert slow.judged == {0: True, 1: True, 2: False} and slow.broken
+
+
 def test_the_watch_does_not_end_a_load_on_one_missed_step():
     watch = StepWatch(STEPS)
     for step, elapsed in enumerate((20, 2000, 20, 2000)):

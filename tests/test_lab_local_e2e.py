@@ -390,10 +390,11 @@ def test_pmlogger_records_an_archive_pcp_tools_can_read(status):
     machine = LocalBackend().machines["tuned"]
     archives = machine.root / "pcp" / "archives"
     # Started before every load, and supervisord answers once a logger ran its startsecs: one second (it fails in
-    # milliseconds), as HTTPD, restarted by every knob, does; the JVMs keep three
+    # milliseconds), as HTTPD and the JVM, restarted by every knob, do; the mock backend keeps the default three
     programs = {conf.stem: re.search(r"^startsecs=(\d+)$", conf.read_text(), re.M)[1]
                 for conf in (machine.root / "supervisor" / "conf.d").glob("*.conf")}
-    assert programs["pmlogger"] == programs["httpd"] == "1" and programs["camel-app"] == "3", programs
+    assert programs["pmlogger"] == programs["httpd"] == programs["camel-app"] == "1", programs
+    assert programs["mock-service"] == "3", programs
     assert local.supervisorctl(machine, "start", "pmlogger").returncode == 0
     for _ in range(10):
         http_get(status["machines"]["tuned"]["url"])

@@ -15,6 +15,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -509,6 +510,36 @@ def test_an_open_models_load_is_over_once_its_samples_have_ended_and_its_machine
     assert not drained([machine], at_rest, 2140) and asked == [["default"]]   # its samples ended, the machine busy
     resting[0] = True
     assert drained([machine], at_rest, 2140) and drained([machine], None, 2140)
+
+
+@pytest.mark.fast
+def test_an_open_models_load_whose_every_arrival_was_answered_ends_at_once_not_after_its_drain(tmp_path) -> None:
+    # Its last step met: the schedule's drain (10 s of timeouts) would run for requests that all ended; the load ends
+    # as one past its capacity does, but is not said to have ended early (its whole schedule ran).
+    from lab.load.openmodel import StepLoad, StepWatch
+    from lab.load.progress import _MachineProgress, drained
+    from lab.load.run import _reported
+    steps = StepLoad(start_rps=2, step_rps=1, step_s=1, max_rps=3, warmup_s=0)
+    header = "timeStamp,elapsed,success,grpThreads,allThreads\n"
+    first_ms = int(time.time() * 1000) - 1000     # just sent: the timeouts not waited out
+    rows = "".join(f"{first_ms + 100 * k},20,true,2,3\n" for k in range(sum(steps.arrivals())))
+    machines = []
+    for name in ("default", "tuned"):
+        results = tmp_path / f"{name}.csv"
+        results.write_text(header + (rows if name == "default" else rows.splitlines(keepends=True)[0]))
+        machine = _MachineProgress(name, results, watch=StepWatch(steps, one_sample_each=True))
+        machine.start(100.0)
+        machines.append(machine)
+    load = SimpleNamespace(report=lambda now: False, out=None)
+    assert not _reported(load, machines, 100.0, 105.0)          # tuned still has arrivals to answer
+    assert machines[0].answered and not machines[1].answered
+    assert machines[0].watch.judged == {0: True, 1: True}      # judged at once, its timeouts not waited out
+    assert not drained(machines, None, first_ms + 900)          # tuned's requests may be in flight
+    machines[1].results.write_text(header + rows)
+    assert _reported(load, machines, 100.0, 106.0)
+    assert [m.ended_early_s for m in machines] == [None, None]  # the whole schedule ran: not ended past a knee
+    assert drained(machines, None, 9_999_999_999)               # every sample in before Shutdown: nothing to wait for
+    assert not drained(machines, lambda names: False, 9_999_999_999)   # a machine still serving: not yet
 
 
 def test_the_labs_own_jmeter_is_at_hand(tmp_path: Path) -> None:

@@ -205,10 +205,15 @@ class StepWatch:
     certain miss neither: by the clock, a step takes in the next one's first requests, slow past the knee, and sees
     a miss the analysis does not (measured: a first answer 0.8 s into JMeter's schedule put 51 slow requests into a
     step that had 2, and ended the load a step early). The report's capacity is computed afterwards from every
-    sample; this only ends a load that has nothing more to show."""
+    sample; this only ends a load that has nothing more to show.
 
-    def __init__(self, load: StepLoad) -> None:
+    one_sample_each: each arrival is one sample (the lab's own plan; a user's may run several samplers an arrival).
+    Then once every arrival of the schedule has its sample (answered), nothing is in flight: the steps still waiting
+    out the timeouts are judged at once, and a load whose last step met need not wait out its drain."""
+
+    def __init__(self, load: StepLoad, one_sample_each: bool = False) -> None:
         self.load = load
+        self.arrivals = sum(load.arrivals()) if one_sample_each else None     # JMeter's schedule sends exactly these
         self.first_start_ms: int | None = None
         self.origin_ms: float | None = None             # where the first judged step begins
         self.anchored = False                           # origin_ms from the requests' ranks, not the first start
@@ -222,6 +227,11 @@ class StepWatch:
         self.samples.append((start_ms, elapsed_ms, ok))
 
     @property
+    def answered(self) -> bool:
+        """Whether every arrival of the schedule has its sample (answered, failed or timed out): none is in flight."""
+        return self.arrivals is not None and len(self.samples) >= self.arrivals
+
+    @property
     def _settle_ms(self) -> int:
         return self.load.connect_timeout_ms + self.load.response_timeout_ms + 1000
 
@@ -232,7 +242,8 @@ class StepWatch:
         leading = [s for s in segments if s[2]] or segments[:1]
         count = sum(rate * seconds for rate, seconds, _ in leading)
         lasted_ms = sum(seconds for _, seconds, _ in leading) * 1000
-        if self.anchored or self.first_start_ms is None or now_ms < self.first_start_ms + lasted_ms + self._settle_ms:
+        if self.anchored or self.first_start_ms is None or (
+                now_ms < self.first_start_ms + lasted_ms + self._settle_ms and not self.answered):
             return
         if len(self.samples) <= count:
             self.anchored = True
@@ -271,7 +282,7 @@ class StepWatch:
             most = expected + 4 * expected ** 0.5
             if self.load.slo.certainly_missed(slow, errors, most):
                 self.judged[step] = False
-            elif now_ms >= end_ms + self._settle_ms:
+            elif self.answered or now_ms >= end_ms + self._settle_ms:
                 behind = self.load.stop_when_behind and samples < DELIVERED * expected
                 self.judged[step] = samples > 0 and not behind and not self.load.slo.certainly_missed(slow, errors,
                                                                                                       samples)

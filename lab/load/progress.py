@@ -119,6 +119,11 @@ class _MachineProgress:
     def broken(self) -> bool:
         return self.watch is not None and self.watch.broken
 
+    @property
+    def answered(self) -> bool:
+        """Its open model's every arrival has its sample: its schedule has nothing more to send or to wait for."""
+        return self.watch is not None and self.watch.answered
+
     def finish(self, now: float) -> None:
         """Its last records counted; its line keeps the rate and p95 it last ran at: the stretch since the last
         poll is its load's end, a drain and idle time (its rate there read 434 req/s for a machine that ran at 695)."""
@@ -147,7 +152,9 @@ def drained(machines: list[_MachineProgress], at_rest: Callable[[list[str]], boo
     now = time.monotonic()
     for machine in machines:
         machine.poll(now, rate=False)
-    return any(machine.alone_ms is not None and machine.alone_ms >= since_ms for machine in machines) and (
+    # every arrival answered: nothing was in flight at since_ms, so no sample ends after it
+    return (all(machine.answered for machine in machines)
+            or any(machine.alone_ms is not None and machine.alone_ms >= since_ms for machine in machines)) and (
         at_rest is None or at_rest([machine.machine for machine in machines]))
 
 

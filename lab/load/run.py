@@ -134,8 +134,9 @@ def run(targets: dict[str, str], profile: LoadProfile | StepLoad, out_dir: Path,
     out = _fresh_folder(JMeterFolder(Path(out_dir).resolve()), parsed)
     sampler = CpuSampler(out.loadgen)
     phases = [parsed] if schedule == "parallel" else [[target] for target in parsed]
-    progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine),
-                                            watch=StepWatch(profile) if isinstance(profile, StepLoad) else None)
+    # the lab's own plan sends one request an arrival (a user's runs each of its group's samplers)
+    progress = {t.machine: _MachineProgress(t.machine, out.results(t.machine), watch=StepWatch(
+        profile, one_sample_each=not isinstance(profile, planload.OWN_PLANS)) if isinstance(profile, StepLoad) else None)
                 for t in parsed}
     problems: list[str] = []
     started_at, started = time.time(), time.monotonic()
@@ -349,9 +350,11 @@ def _reported(load: _Load, machines: list[_MachineProgress], started: float, now
         if machine.broken and machine.ended_early_s is None and len(machines) > 1:
             machine.ended_early_s = round(now - started, 1)
             load.out.load_ended(machine.machine).touch()
-    if all(machine.broken for machine in machines):     # an open model's steps: nothing more to see
+    # an open model's steps: nothing more to see once each machine is past its capacity or had every arrival answered
+    # (its last step met: the schedule's drain would wait out the timeouts for requests that all ended)
+    if all(machine.broken or machine.answered for machine in machines):
         for machine in machines:
-            if machine.ended_early_s is None:
+            if machine.ended_early_s is None and machine.broken:
                 machine.ended_early_s = round(now - started, 1)
         return True
     return False
