@@ -60,8 +60,8 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
                             "sends from this host's own network, where the lab starts no target")
             return
         steps = ceiling.profile(profile.slo, profile.max_rps)
-        if (earlier := recent(runs, network.where, steps, cpus)) is not None:
-            reached = _target(earlier.jmeter.generator.root / "target.json").get("profile", {}).get("max_rps")
+        if (taken := recent(runs, network.where, steps, cpus)) is not None:
+            earlier, reached = taken
             further = f" taken further (to {reached} req/s)" if reached != steps.max_rps else ""
             _copy(earlier, folder, f"the same generator with the same steps{further}, within the {REUSE_S // 60} "
                   "minutes the lab keeps a ceiling", runs)
@@ -77,11 +77,12 @@ def measure_ceiling(backend: Backend, targets: list[tuple[str, int]], profile: S
         info(f"the load generator's ceiling: {found['text']}")
 
 
-def recent(runs: Path, where: str, steps: StepLoad, cpus: str | None, now: float | None = None) -> RunFolder | None:
+def recent(runs: Path, where: str, steps: StepLoad, cpus: str | None, now: float | None = None
+           ) -> tuple[RunFolder, int] | None:
     """The newest run folder in runs/ (a run's, or a trial's, a tune's configuration's in one) whose ceiling was
     measured in the last REUSE_S by the generator where says (its network, sysctls, CPU share) on cpus, with steps or
     the same steps taken further (a run with a higher max rate's: each step up to steps' last was judged as steps
-    would judge it, and what lies above says "at least" no less); None: none."""
+    would judge it, and what lies above says "at least" no less), with the max rate its steps reached; None: none."""
     now = time.time() if now is None else now
     wanted, found = {"model": steps.model, **asdict(steps)}, []
     for record in (*runs.glob("*/jmeter/generator/target.json"), *runs.glob("*/*/*/jmeter/generator/target.json")):
@@ -96,9 +97,12 @@ def recent(runs: Path, where: str, steps: StepLoad, cpus: str | None, now: float
         same = reaches and (target.get("where"), target.get("cpus")) == (where, cpus)
         folder = RunFolder(record.parents[2].resolve())      # runs/latest's too: the same folder
         if same and 0 <= now - measured_at <= REUSE_S and capacity.ceiling_measured(folder.jmeter.generator):
-            found.append((measured_at, not (record.parent / "copied.json").exists(), folder))
+            found.append((measured_at, not (record.parent / "copied.json").exists(), folder, target["profile"]["max_rps"]))
+    if not found:
+        return None
     # a copy keeps its measurement's time: of one measurement, the run that took it
-    return max(found, key=lambda entry: entry[:2])[2] if found else None
+    _, _, folder, reached = max(found, key=lambda entry: entry[:2])
+    return folder, reached
 
 
 def _target(record: Path) -> dict:

@@ -601,14 +601,14 @@ def test_a_plan_written_for_other_machines_runs_unchanged_against_both_and_gets_
     before = sorted((REPO / "runs").iterdir())
     # refused before anything starts, naming what was typed: a file that is no plan, a host no machine is
     (tmp_path / "notes.jmx").write_text("users: 150\n")
-    refused = start("run", "--plan", str(tmp_path / "notes.jmx"), "--duration", "40", timeout=120)
+    refused = start("run", "--plan", str(tmp_path / "notes.jmx"), "--duration", "20", timeout=120)
     assert refused.returncode == 1 and f"--plan {tmp_path / 'notes.jmx'}: not a JMeter plan" in refused.stderr
-    refused = start("run", "--plan", str(plan), "--duration", "40", timeout=120)
+    refused = start("run", "--plan", str(plan), "--duration", "20", timeout=120)
     assert refused.returncode == 1 and "GET checkout would hit checkout.shop.example.com" in refused.stderr
     assert sorted((REPO / "runs").iterdir()) == before, "nothing may start before its options are checked"
 
     hosts = "checkout.shop.example.com=default,search.shop.example.com=tuned"
-    result = start("run", "--plan", str(plan), "--map", hosts, "--duration", "40", "--schedule", "parallel",
+    result = start("run", "--plan", str(plan), "--map", hosts, "--duration", "20", "--schedule", "parallel",
                    timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     assert plan.read_bytes() == written
@@ -619,7 +619,7 @@ def test_a_plan_written_for_other_machines_runs_unchanged_against_both_and_gets_
     run = json.loads((run_dir / "run.json").read_text())
     assert run["profile"]["plan"] == str(plan) and run["profile"]["plan_map"] == {
         "checkout.shop.example.com": "default", "search.shop.example.com": "tuned"}
-    assert (run["profile"]["users"], run["profile"]["ramp_s"], run["profile"]["duration_s"]) == (3, 2, 40)
+    assert (run["profile"]["users"], run["profile"]["ramp_s"], run["profile"]["duration_s"]) == (3, 2, 20)
     assert (run_dir / "jmeter" / "own-plan.jmx").read_bytes() == written
     assert (run_dir / "jmeter" / "plan-files" / "1-all.jtl").stat().st_size > 1000
     summary = json.loads((run_dir / "summary.json").read_text())

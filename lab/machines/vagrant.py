@@ -59,10 +59,10 @@ class VagrantBackend(SshBackend):
         return result
 
     def up(self) -> None:
-        # Provisioning is the lab's own next step (the same playbook the Vagrantfile's provisioner runs).
-        # One after the other: libvirt's parallel start races the network set-up of the first VM.
+        # Provisioning is the lab's own next step (the same playbook the Vagrantfile's provisioner runs), once both
+        # VMs are up: they boot at once where the provider can (libvirt: it locks its box upload and network creation).
         self._states_read_at = float("-inf")
-        result = self._vagrant("up", "--no-provision", "--no-parallel", log="vagrant-up.log")
+        result = self._vagrant("up", "--no-provision", log="vagrant-up.log")
         if result.returncode != 0:
             raise StepFailed(f"vagrant up failed (exit {result.returncode}): {_tail(result.stderr or result.stdout)}"
                              f"\n    full log: {LOGS / 'vagrant-up.log'}")
