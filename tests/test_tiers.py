@@ -76,47 +76,35 @@ def test_every_tiers_targets_are_the_makefiles(tiers):
         assert dry.returncode == 0, (tier.name, dry.stderr)
     names = [tier.name for tier in tiers.TIERS]
     assert all(names.index(job.after) < names.index(job.before) for job in tiers.BACKGROUND)
-    # nothing runs beside the lab's tests: their figures are measured on this host's CPUs
-    assert all(names.index(job.before) <= names.index("lab") for job in tiers.BACKGROUND)
-    assert [job.targets for job in tiers.BACKGROUND if job.name == "VM test"] == [("vm-test",)]
 
 
 def test_background_work_runs_beside_the_tiers_between_and_the_tier_that_needs_it_waits(tiers, tmp_path, capsys):
     ran = tmp_path / "ran"
     plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)), tiers.Tier("fast", 100, (f"echo fast >> {ran}",)),
             tiers.Tier("vm", 100, (f"echo vm >> {ran}",)))
-    box = tiers.Background("the box", (f"sleep 1.5; echo box >> {ran}",), after="build", before="vm", log="box.log",
-                           budget_s=1)
+    box = tiers.Background("the box", (f"sleep 1.5; echo box >> {ran}",), after="build", before="vm", log="box.log")
     assert tiers.run(plan, make=("sh", "-c"), background=(box,)) == 0
     # the fast tier ran while the box was still building; the VM tier only once it was built
     assert ran.read_text().split() == ["build", "fast", "box", "vm"]
     out = capsys.readouterr().out
     assert "tiers: waiting for the box (started " in out
-    assert re.search(r"^  beside them: the box: [12] s in the background, OVER its 1 s by [01] s, passed "
-                     r"\(log: .*box\.log\)$", out, re.M)
+    assert re.search(r"^  beside them: the box: [12] s in the background, passed \(log: .*box\.log\)$", out, re.M)
     # its time is its own, not how long the tier that needed it came after it
-    quick = tiers.Background("the box", ("true",), after="build", before="vm", log="box.log", budget_s=10)
+    quick = tiers.Background("the box", ("true",), after="build", before="vm", log="box.log")
     slow_fast = (plan[0], tiers.Tier("fast", 100, ("sleep 2.5",)), plan[2])
     assert tiers.run(slow_fast, make=("sh", "-c"), background=(quick,)) == 0
     out = capsys.readouterr().out
     assert "beside them: the box: 0 s in the background, passed" in out and "waiting for" not in out
-    # a background job that fails fails the run, its log's end in the CI log; the tier that waited for it still runs
-    # (it needs nothing of it), the tiers after it do not
-    failing = tiers.Background("the box", ("echo broken; exit 4",), after="build", before="vm", log="box.log",
-                               budget_s=10)
-    after = (*plan, tiers.Tier("last", 100, (f"echo last >> {ran}",)))
-    assert tiers.run(after, make=("sh", "-c"), background=(failing,)) == 4 and ran.read_text().split()[-1] == "vm"
-    out = capsys.readouterr().out
-    assert "beside them: the box: 0 s in the background, exit 4" in out
-    assert f"tiers: the end of {tmp_path / 'ci' / 'box.log'}:\nbroken\n" in out
-    assert "tiers: vm: " in out and ", exit 0" in out and "  last               NOT RUN: an earlier tier failed" in out
+    # a background job that fails is said; the tier that needed it still runs (the VM test builds its box itself)
+    failing = tiers.Background("the box", ("echo broken; exit 4",), after="build", before="vm", log="box.log")
+    assert tiers.run(plan, make=("sh", "-c"), background=(failing,)) == 0 and ran.read_text().split()[-1] == "vm"
+    assert "beside them: the box: 0 s in the background, exit 4" in capsys.readouterr().out
     assert (tmp_path / "ci" / "box.log").read_text() == "broken\n"
 
 
 def test_background_work_is_stopped_when_the_tier_it_was_for_will_not_run(tiers, tmp_path, capsys):
     ran = tmp_path / "ran"
-    box = tiers.Background("the box", (f"sleep 30; echo box >> {ran}",), after="build", before="vm", log="box.log",
-                           budget_s=100)
+    box = tiers.Background("the box", (f"sleep 30; echo box >> {ran}",), after="build", before="vm", log="box.log")
     plan = (tiers.Tier("build", 100, (f"echo build >> {ran}",)), tiers.Tier("fast", 100, ("exit 2",)),
             tiers.Tier("vm", 100, (f"echo vm >> {ran}",)))
     began = time.monotonic()
