@@ -107,9 +107,10 @@ def run_playbook(inventory: Path, log_dir: Path, limit: str | None = None,
         assert process.stdout is not None       # stdout=PIPE
         for line in process.stdout:
             sink.write(line)
-            if line.startswith("TASK [") and line.strip(" *\n") != said:
-                said = line.strip(" *\n")     # once: a meta task's banner (flush_handlers) comes once per host
-                info(said)
+            if line.startswith("TASK ["):
+                if (task := line.strip(" *\n")) != said:   # once: a meta task's banner (flush_handlers) comes per host
+                    said = task
+                    info(said)
             elif line.startswith(("fatal:", "failed:", "ERROR!", "[ERROR]")):
                 info(line.rstrip())
             elif match := RECAP.match(line):
